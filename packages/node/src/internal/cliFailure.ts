@@ -1,0 +1,131 @@
+/**
+ * The CLI's one failure shape and the mapping of library errors to the spec's exit codes and messages
+ * (node.md 6.3). Errors are recognised by their stable `_tag`/`code`, so the mapping needs no import of
+ * the error classes themselves.
+ */
+import * as Data from "effect/Data"
+
+/** A failure the CLI reports: `baton: <message>` (+ `hint: <hint>`) and exits with `exitCode`. */
+export class CliFailure extends Data.TaggedError("CliFailure")<{
+  readonly exitCode: 1 | 2 | 3 | 4 | 5 | 6
+  readonly code: string
+  readonly message: string
+  readonly hint?: string | undefined
+}> {}
+
+/** Where the CLI was pointed, for messages: an absolute path or a redacted URL. */
+export interface Target {
+  readonly location: string
+  readonly lockWaitMs: number
+}
+
+const isRecord = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null
+
+const field = (u: unknown, name: string): unknown => (isRecord(u) ? u[name] : undefined)
+
+const text = (u: unknown): string | undefined => (typeof u === "string" ? u : undefined)
+
+/** The `DatabaseError` code anywhere in a cause chain (a stand-in for the database package's `codeOf`). */
+export const databaseCode = (error: unknown): string | undefined => {
+  let current: unknown = error
+  for (let depth = 0; depth < 16 && isRecord(current); depth++) {
+    if (current["_tag"] === "@baton/database/DatabaseError" && typeof current["code"] === "string") {
+      return current["code"]
+    }
+    current = current["cause"]
+  }
+  return undefined
+}
+
+const refusedCodes = new Set([
+  "already_resolved",
+  "claim_lost",
+  "plan_denied",
+  "plan_digest_mismatch",
+  "envelope_mismatch",
+  "unauthorized",
+  "no_matching_wait",
+  "code_drift"
+])
+
+const unavailableCodes = new Set(["busy", "read_only", "corrupt", "full", "io"])
+
+const messageOf = (error: unknown): string => {
+  const m = text(field(error, "message"))
+  if (m !== undefined && m.length > 0) return m
+  return String(error)
+}
+
+const locked = (target: Target): CliFailure =>
+  new CliFailure({
+    exitCode: 5,
+    code: "locked",
+    message: `${target.location} is locked by another writer; gave up after ${Math.round(target.lockWaitMs / 1000)} s`,
+    hint: "retry, or raise --lock-wait"
+  })
+
+const fromDatabaseCode = (code: string, error: unknown, target: Target): CliFailure | undefined => {
+  if (code === "busy") return locked(target)
+  if (unavailableCodes.has(code)) {
+    return new CliFailure({ exitCode: 5, code, message: `${target.location}: ${messageOf(error)}` })
+  }
+  return undefined
+}
+
+/** Maps any error a verb can meet to the failure the CLI prints (node.md 6.3). */
+export const fromError = (error: unknown, target: Target): CliFailure => {
+  if (error instanceof CliFailure) return error
+  const tag = text(field(error, "_tag"))
+  const code = text(field(error, "code"))
+  if (tag === "@baton/database/DatabaseOpenError") {
+    return new CliFailure({ exitCode: 5, code: text(field(error, "reason")) ?? "open_failed", message: messageOf(error) })
+  }
+  if (tag === "@baton/database/MigrationError") {
+    return new CliFailure({ exitCode: 5, code: text(field(error, "reason")) ?? "migration", message: messageOf(error) })
+  }
+  if (tag === "@baton/database/DatabaseError") {
+    return fromDatabaseCode(code ?? "unknown", error, target) ??
+      new CliFailure({ exitCode: 1, code: code ?? "unknown", message: messageOf(error) })
+  }
+  switch (code) {
+    case "run_not_found":
+      return new CliFailure({
+        exitCode: 3,
+        code,
+        message: `run "${text(field(error, "runId")) ?? "?"}" not found in ${target.location}`,
+        hint: "baton runs"
+      })
+    case "plan_not_found":
+      return new CliFailure({
+        exitCode: 3,
+        code,
+        message: `plan "${text(field(error, "planId")) ?? "?"}" not found in ${target.location}`,
+        hint: "baton plans"
+      })
+    case "invalid_input":
+      return new CliFailure({ exitCode: 2, code, message: text(field(error, "issue")) ?? messageOf(error) })
+    case "flow_not_found":
+      return new CliFailure({ exitCode: 2, code, message: messageOf(error) })
+    case "launch_failed":
+      return new CliFailure({ exitCode: 1, code, message: messageOf(error) })
+    case "persistence_failed": {
+      const dbCode = databaseCode(field(error, "cause"))
+      const mapped = dbCode === undefined ? undefined : fromDatabaseCode(dbCode, error, target)
+      return mapped ?? new CliFailure({ exitCode: 1, code, message: messageOf(error) })
+    }
+  }
+  if (code !== undefined && refusedCodes.has(code)) {
+    return new CliFailure({ exitCode: 4, code, message: messageOf(error) })
+  }
+  const dbCode = databaseCode(error)
+  const mapped = dbCode === undefined ? undefined : fromDatabaseCode(dbCode, error, target)
+  return mapped ?? new CliFailure({ exitCode: 1, code: code ?? "unexpected", message: messageOf(error) })
+}
+
+/** The stderr lines for a failure (without `--json`). */
+export const render = (failure: CliFailure): string =>
+  failure.hint === undefined ? `baton: ${failure.message}` : `baton: ${failure.message}\nhint: ${failure.hint}`
+
+/** The stdout document for a failure with `--json`. */
+export const renderJson = (failure: CliFailure): string =>
+  JSON.stringify({ error: { code: failure.code, message: failure.message, exitCode: failure.exitCode } })

@@ -1,0 +1,164 @@
+/**
+ * Parsing of the CLI's value syntaxes (node.md 6.2): times, durations, statuses, JSON arguments,
+ * principals, approval targets. Every refusal is a usage `CliFailure` (exit 2) naming the option.
+ */
+import { CliFailure } from "./cliFailure.js"
+
+const usage = (code: string, message: string, hint?: string): CliFailure =>
+  new CliFailure({ exitCode: 2, code, message, hint })
+
+/** Run statuses `--status` accepts (control's `RunStatus`). */
+export const runStatuses = [
+  "accepted",
+  "running",
+  "parked",
+  "waiting-approval",
+  "cancelled",
+  "completed",
+  "failed"
+] as const
+
+/** A run status. */
+export type RunStatus = typeof runStatuses[number]
+
+/** Plan decisions `--decision` accepts. */
+export const planDecisions = ["pending", "approved", "denied"] as const
+
+const unitMs: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }
+
+/** A duration such as `500ms`, `2s`, `15m`, `2h`, `3d` (also `2 s`, `2 seconds`) in milliseconds. */
+export const durationMs = (option: string, value: string): number => {
+  const match = /^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|millis|seconds?|minutes?|hours?|days?)\s*$/i.exec(value)
+  if (match === null) {
+    throw usage("invalid_duration", `${option} expects a duration such as 90s, 15m, 2h or 3d, got "${value}"`)
+  }
+  const unit = match[2]!.toLowerCase()
+  const key = unit === "millis"
+    ? "ms"
+    : unit.startsWith("sec")
+    ? "s"
+    : unit.startsWith("min")
+    ? "m"
+    : unit.startsWith("hour")
+    ? "h"
+    : unit.startsWith("day")
+    ? "d"
+    : unit
+  return Math.round(Number(match[1]) * unitMs[key]!)
+}
+
+/**
+ * A point in time for `--since`/`--until`: ISO 8601, epoch milliseconds, or a duration back from `nowMs`.
+ */
+export const timePoint = (option: string, value: string, nowMs: number): number => {
+  const trimmed = value.trim()
+  if (/^\d{10,}$/.test(trimmed)) return Number(trimmed)
+  if (/^\d+(?:\.\d+)?\s*[a-z]+$/i.test(trimmed)) {
+    try {
+      return nowMs - durationMs(option, trimmed)
+    } catch {
+      // fall through to the combined message
+    }
+  }
+  if (/^\d{4}-\d{2}-\d{2}/.test(trimmed)) {
+    const ms = Date.parse(trimmed)
+    if (Number.isFinite(ms)) return ms
+  }
+  throw usage(
+    "invalid_time",
+    `${option} expects an ISO 8601 time, epoch milliseconds or a duration back from now (90s, 15m, 2h, 3d), got "${value}"`
+  )
+}
+
+/** Validates `--status`. */
+export const status = (value: string): RunStatus => {
+  if ((runStatuses as ReadonlyArray<string>).includes(value)) return value as RunStatus
+  throw usage("invalid_status", `--status must be one of ${runStatuses.join(", ")}; got "${value}"`)
+}
+
+/** Validates `--decision`. */
+export const decision = (value: string): typeof planDecisions[number] => {
+  if ((planDecisions as ReadonlyArray<string>).includes(value)) return value as typeof planDecisions[number]
+  throw usage("invalid_decision", `--decision must be one of ${planDecisions.join(", ")}; got "${value}"`)
+}
+
+/** Parses a JSON argument; `what` names it in the message (`--input`, `signal payload`). */
+export const json = (what: string, value: string): unknown => {
+  try {
+    return JSON.parse(value) as unknown
+  } catch (error) {
+    throw usage("invalid_json", `${what} is not valid JSON: ${error instanceof Error ? error.message : String(error)}`)
+  }
+}
+
+/** `--limit`: an integer 1..500. */
+export const limit = (value: number): number => {
+  if (!Number.isSafeInteger(value) || value < 1 || value > 500) {
+    throw usage("invalid_limit", `--limit must be an integer between 1 and 500, got ${value}`)
+  }
+  return value
+}
+
+/** `--as <id>` or `--as <kind>:<id>`; kind defaults to `operator`. */
+export const principal = (value: string): { readonly id: string; readonly kind: string } => {
+  const colon = value.indexOf(":")
+  const parsed = colon < 0
+    ? { id: value, kind: "operator" }
+    : { kind: value.slice(0, colon), id: value.slice(colon + 1) }
+  if (parsed.id.length === 0 || parsed.kind.length === 0 || parsed.id.length > 1024 || parsed.kind.length > 1024) {
+    throw usage("invalid_principal", `--as expects <id> or <kind>:<id> (1 to 1024 characters each), got "${value}"`)
+  }
+  return parsed
+}
+
+/** An approval target: a plan id, or `runId:requestId` split at the first `:`. */
+export type ApprovalArg =
+  | { readonly _tag: "Plan"; readonly planId: string }
+  | { readonly _tag: "Node"; readonly runId: string; readonly requestId: string }
+
+/** Parses the argument of `approve`/`deny`. */
+export const approvalTarget = (value: string): ApprovalArg => {
+  const colon = value.indexOf(":")
+  if (colon < 0) {
+    if (value.length === 0) throw usage("invalid_target", "approve/deny expects <planId> or <runId>:<requestId>")
+    return { _tag: "Plan", planId: value }
+  }
+  const runId = value.slice(0, colon)
+  const requestId = value.slice(colon + 1)
+  if (runId.length === 0 || requestId.length === 0) {
+    throw usage("invalid_target", `approve/deny expects <planId> or <runId>:<requestId>, got "${value}"`)
+  }
+  return { _tag: "Node", runId, requestId }
+}
+
+/**
+ * Moves the global options given before the verb to after it (`baton --db x runs` ≡ `baton runs --db x`):
+ * @effect/cli reads options per command.
+ */
+export const hoistGlobals = (args: ReadonlyArray<string>, verbs: ReadonlyArray<string>): ReadonlyArray<string> => {
+  const withValue = new Set(["--db", "--pg", "--schema", "--lock-wait", "--config", "--as"])
+  const flags = new Set(["--json"])
+  const before: Array<string> = []
+  let i = 0
+  while (i < args.length) {
+    const arg = args[i]!
+    if (verbs.includes(arg)) break
+    const name = arg.includes("=") ? arg.slice(0, arg.indexOf("=")) : arg
+    if (withValue.has(name)) {
+      if (arg.includes("=")) {
+        before.push(arg)
+        i += 1
+      } else {
+        before.push(arg, ...(args[i + 1] === undefined ? [] : [args[i + 1]!]))
+        i += 2
+      }
+    } else if (flags.has(arg)) {
+      before.push(arg)
+      i += 1
+    } else {
+      return args
+    }
+  }
+  if (i >= args.length) return args
+  return [args[i]!, ...args.slice(i + 1), ...before]
+}
