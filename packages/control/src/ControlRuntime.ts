@@ -1,0 +1,607 @@
+/**
+ * The control plane's low-level port: plans, approval tokens, launches, fenced ownership, resume
+ * delegation, signals, steers, listing and idempotency storage. `SqlControlRuntime` implements it over
+ * SQL; `layerMemory` holds the same contract in memory for tests.
+ *
+ * @since 0.1.0
+ */
+import type { Fiber } from "effect"
+import { Context, Effect, Layer, Schema } from "effect"
+import type {
+  AlreadyResolved,
+  ClaimLost,
+  CodeDrift,
+  EnvelopeMismatch,
+  FlowNotFound,
+  InvalidInput,
+  PersistenceError,
+  PlanDenied,
+  PlanDigestMismatch,
+  PlanNotFound,
+  RunNotFound,
+  Unauthorized
+} from "./ControlError.js"
+import type {
+  ApprovalTarget,
+  Budget,
+  Envelope,
+  FlowId,
+  GrantScope,
+  IdempotencyKey,
+  Json,
+  NodeTarget,
+  PlanCard,
+  PlanDecision,
+  PlanGraph,
+  PlanHandoff,
+  Receipt,
+  RunId,
+  RunStatus,
+  RunSummary,
+  SignalPayload,
+  SteerMessage
+} from "./ControlSchema.js"
+import { DecisionReason, Principal } from "./ControlSchema.js"
+import { makeMemory } from "./internal/runtimeMemory.js"
+
+/**
+ * A run owner identity (`@baton/journal` `OwnerId`): host id, pid and a per-claim nonce.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface OwnerIdentity {
+  readonly hostId: string
+  readonly pid: number
+  readonly nonce: string
+}
+
+/**
+ * A flow the runtime can plan and launch. `executionDigest` is its code identity.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface DurableFlow {
+  readonly flowId: FlowId
+  readonly description: string
+  readonly deployClass: boolean
+  readonly envelope: Envelope
+  readonly executionDigest?: string | undefined
+  readonly decode?: ((input: unknown) => Effect.Effect<unknown, InvalidInput>) | undefined
+  readonly plan?:
+    | ((decoded: unknown, planId: string) => Effect.Effect<{ readonly handoff: PlanHandoff; readonly graph?: PlanGraph | undefined }, InvalidInput>)
+    | undefined
+}
+
+/**
+ * Alias of `DurableFlow` for the memory runtime.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type MemoryFlow = DurableFlow
+
+/**
+ * A planning request.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface PlanInput {
+  readonly flowId: FlowId
+  readonly input: unknown
+  readonly idempotencyKey?: IdempotencyKey | undefined
+  readonly budget?: Budget | undefined
+}
+
+/**
+ * A stored plan: its card, decoded input and decision.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface StoredPlan {
+  readonly card: PlanCard
+  readonly decodedInput: unknown
+  readonly decision: PlanDecision
+}
+
+/**
+ * The answer of `plan`: the card, and whether this call created it.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface PlanOutcome {
+  readonly card: PlanCard
+  readonly created: boolean
+}
+
+/**
+ * An approval token's decision.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const ApprovalDecision = Schema.Union(
+  Schema.Struct({ _tag: Schema.Literal("Pending") }),
+  Schema.Struct({
+    _tag: Schema.Literal("Approved"),
+    decisionPrincipal: Principal,
+    decidedAt: Schema.NonNegativeInt,
+    scope: Schema.Literal("once", "run", "remembered"),
+    reason: Schema.optional(DecisionReason)
+  }),
+  Schema.Struct({
+    _tag: Schema.Literal("Denied"),
+    decisionPrincipal: Principal,
+    decidedAt: Schema.NonNegativeInt,
+    reason: Schema.optional(DecisionReason)
+  })
+)
+/** @since 0.1.0 @category models */
+export type ApprovalDecision = typeof ApprovalDecision.Type
+
+/**
+ * An approval token: its decision, id and the stored target.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type ApprovalToken = ApprovalDecision & { readonly tokenId: string; readonly target: ApprovalTarget }
+
+/**
+ * The token is still undecided.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class ApprovalPending extends Schema.TaggedError<ApprovalPending>()("ApprovalPending", {
+  tokenId: Schema.String
+}) {}
+
+/**
+ * The token was denied (never becomes approved).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class ApprovalDenied extends Schema.TaggedError<ApprovalDenied>()("ApprovalDenied", {
+  tokenId: Schema.String,
+  decisionPrincipal: Principal,
+  reason: Schema.optional(DecisionReason)
+}) {}
+
+/**
+ * Succeed with an approved token; fail `ApprovalPending` or `ApprovalDenied` otherwise.
+ *
+ * @since 0.1.0
+ * @category combinators
+ */
+export const requireApproved = (
+  token: ApprovalToken
+): Effect.Effect<ApprovalToken & { readonly _tag: "Approved" }, ApprovalPending | ApprovalDenied> => {
+  switch (token._tag) {
+    case "Approved":
+      return Effect.succeed(token)
+    case "Pending":
+      return Effect.fail(new ApprovalPending({ tokenId: token.tokenId }))
+    case "Denied":
+      return Effect.fail(
+        new ApprovalDenied({
+          tokenId: token.tokenId,
+          decisionPrincipal: token.decisionPrincipal,
+          ...(token.reason === undefined ? {} : { reason: token.reason })
+        })
+      )
+  }
+}
+
+/**
+ * A request to an approval authority (same shape as `ApprovalAuthority.Request`).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface AuthorizationRequest {
+  readonly principal: Principal
+  readonly target: ApprovalTarget
+  readonly decision: "approved" | "denied"
+  readonly scope: GrantScope
+}
+
+/**
+ * An approval authority (same shape as `ApprovalAuthority.Service`).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Authority {
+  readonly authorize: (request: AuthorizationRequest) => Effect.Effect<void, Unauthorized | PersistenceError>
+}
+
+/**
+ * A bulk grant installed by an approval.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface BulkGrant {
+  readonly tokenId: string
+  readonly envelope: Envelope
+  readonly scope: GrantScope
+  readonly installedAt: number
+}
+
+/**
+ * The answer of `launch`: a started run, or a receipt parked on the plan's approval.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type LaunchResult =
+  | { readonly _tag: "Started"; readonly receipt: Receipt; readonly run: RunSummary }
+  | { readonly _tag: "Parked"; readonly receipt: Receipt }
+
+/**
+ * The answer of `claimRunKey`: this caller holds the key, or another mutation's receipt won.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type RunKeyClaim = { readonly _tag: "Claimed" } | { readonly _tag: "Raced"; readonly receipt: Receipt }
+
+/**
+ * An outstanding resume delegation. `sequence` is its `requested_seq`; `consent` a journal sequence.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface PendingResume {
+  readonly runId: RunId
+  readonly sequence: number
+  readonly requestedAtMs: number
+  readonly consent?: number | undefined
+}
+
+/**
+ * The lifecycle state of an admitted signal command.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type SignalState = "pending" | "delivered" | "rejected" | "terminal"
+
+/**
+ * An admitted signal command.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface SignalCommand {
+  readonly commandId: string
+  readonly runId: RunId
+  readonly signal: SignalPayload
+  readonly token: string | null
+  readonly state: SignalState
+  readonly principal?: Principal | undefined
+}
+
+/**
+ * How an executor parks a run: `reason` (1..64 chars; `approval`/`event` roll up), a wait `token` and an
+ * optional JSON `request`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ParkRequest {
+  readonly reason: string
+  readonly token: string
+  readonly request?: Json | undefined
+}
+
+/**
+ * A read-only signal command query (limit 1..500, default 100).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface SignalQuery {
+  readonly runId?: RunId | undefined
+  readonly name?: string | undefined
+  readonly waitToken?: string | null | undefined
+  readonly state?: SignalState | undefined
+  readonly limit?: number | undefined
+}
+
+/**
+ * A host work-discovery query; `nowMs` epoch ms, `limit` 1..500.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface HostCandidateQuery {
+  readonly flowIds?: ReadonlyArray<FlowId> | undefined
+  readonly nowMs: number
+  readonly limit: number
+}
+
+/**
+ * A launched run a host could take up.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface HostCandidate {
+  readonly runId: RunId
+  readonly flowId: FlowId
+  readonly kind: "released" | "stale-owner" | "orphaned-claim"
+  readonly createdSeq: number
+  readonly updatedAt: number
+  readonly owner?: OwnerIdentity | undefined
+  readonly heartbeatAtMs?: number | undefined
+  readonly claim?: OwnerIdentity | undefined
+  readonly claimedAtMs?: number | undefined
+}
+
+/**
+ * A page of host candidates.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface HostCandidatePage {
+  readonly candidates: ReadonlyArray<HostCandidate>
+  readonly newestHeartbeatAtMs?: number | undefined
+}
+
+/**
+ * A keyset cursor of the runs listing: the last returned `row_seq` and run id.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface RunCursor {
+  readonly rowSeq: number
+  readonly runId: RunId
+}
+
+/**
+ * Filters of `queryRuns`, evaluated in SQL (§16.1).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface RunFilters {
+  readonly flowId?: FlowId | undefined
+  readonly status?: RunStatus | undefined
+  readonly terminal?: boolean | undefined
+  readonly parentRunId?: RunId | undefined
+  readonly lineageId?: string | undefined
+  readonly since?: number | undefined
+  readonly until?: number | undefined
+  readonly launchedBy?: { readonly id: string; readonly kind?: string | undefined } | undefined
+  readonly runIds?: ReadonlyArray<RunId> | undefined
+}
+
+/**
+ * A runs listing request (limit 1..500).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface RunQuery {
+  readonly filters?: RunFilters | undefined
+  readonly order?: "newest" | "oldest" | undefined
+  readonly cursor?: RunCursor | undefined
+  readonly limit: number
+}
+
+/**
+ * A runs listing page; `nextCursor` is present iff more rows follow.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface RunPage {
+  readonly items: ReadonlyArray<RunSummary>
+  readonly nextCursor?: RunCursor | undefined
+}
+
+/**
+ * An id inventory request: `after`/`through` are row sequences, `limit` 1..500.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface IdPageRequest {
+  readonly after?: number | undefined
+  readonly through?: number | undefined
+  readonly limit: number
+}
+
+/**
+ * An id inventory page; `through` is pinned on the first page, `next` present when more follow.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface IdPage {
+  readonly ids: ReadonlyArray<string>
+  readonly next?: number | undefined
+  readonly through: number
+}
+
+/**
+ * A plan listing query (limit 1..500).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface PlanQuery {
+  readonly flowId?: FlowId | undefined
+  readonly decision?: PlanDecision | undefined
+  readonly after?: number | undefined
+  readonly limit: number
+}
+
+/**
+ * A plan listing page.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface PlanPage {
+  readonly plans: ReadonlyArray<StoredPlan>
+  readonly next?: number | undefined
+}
+
+/**
+ * Which runs `resume` may claim: only control launches (`launched`) or any run (`any`).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type ResumeScope = "launched" | "any"
+
+/**
+ * Errors of fenced run operations.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type OwnershipError = RunNotFound | ClaimLost | PersistenceError
+
+/**
+ * The low-level control port. Every durable failure that is not a declared domain error is a
+ * `PersistenceError` naming the step.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Service {
+  readonly authorizeApproval: (request: AuthorizationRequest) => Effect.Effect<void, Unauthorized | PersistenceError>
+  readonly plan: (input: PlanInput) => Effect.Effect<PlanOutcome, FlowNotFound | InvalidInput | PersistenceError>
+  readonly getPlan: (planId: string) => Effect.Effect<StoredPlan, PlanNotFound | PersistenceError>
+  readonly pagePlanIds: (request: IdPageRequest) => Effect.Effect<IdPage, InvalidInput | PersistenceError>
+  readonly queryPlans: (query: PlanQuery) => Effect.Effect<PlanPage, InvalidInput | PersistenceError>
+  readonly lookupApproval: (
+    target: ApprovalTarget
+  ) => Effect.Effect<
+    ApprovalToken,
+    PlanDigestMismatch | EnvelopeMismatch | AlreadyResolved | PlanNotFound | RunNotFound | PersistenceError
+  >
+  readonly registerApproval: (
+    target: NodeTarget
+  ) => Effect.Effect<ApprovalToken, RunNotFound | PlanDigestMismatch | EnvelopeMismatch | PersistenceError>
+  readonly installBulkGrant: (token: ApprovalToken, envelope: Envelope, scope: GrantScope) => Effect.Effect<void, PersistenceError>
+  readonly resolveApproval: (
+    token: ApprovalToken,
+    decision: "approved" | "denied",
+    principal: Principal,
+    scope?: GrantScope,
+    reason?: string
+  ) => Effect.Effect<void, AlreadyResolved | Unauthorized | InvalidInput | PersistenceError>
+  readonly launch: (
+    planId: string,
+    digest: string,
+    envelope: Envelope,
+    principal?: Principal,
+    reservedRunId?: RunId
+  ) => Effect.Effect<
+    LaunchResult,
+    PlanNotFound | PlanDenied | PlanDigestMismatch | EnvelopeMismatch | ClaimLost | PersistenceError
+  >
+  readonly getRun: (runId: RunId) => Effect.Effect<RunSummary, RunNotFound | PersistenceError>
+  readonly pageRunIds: (request: IdPageRequest) => Effect.Effect<IdPage, InvalidInput | PersistenceError>
+  readonly queryRuns: (query: RunQuery) => Effect.Effect<RunPage, InvalidInput | PersistenceError>
+  readonly hostCandidates: (query: HostCandidateQuery) => Effect.Effect<HostCandidatePage, InvalidInput | PersistenceError>
+  readonly listFlows: Effect.Effect<ReadonlyArray<{ readonly flowId: FlowId; readonly description: string }>, PersistenceError>
+  readonly deliverSignal: (runId: RunId, signal: SignalPayload) => Effect.Effect<void, RunNotFound | PersistenceError>
+  readonly admitSignal: (
+    commandId: string,
+    runId: RunId,
+    signal: SignalPayload,
+    principal?: Principal
+  ) => Effect.Effect<void, RunNotFound | PersistenceError>
+  readonly signalCommand: (commandId: string) => Effect.Effect<SignalCommand | undefined, PersistenceError>
+  readonly pendingSignals: Effect.Effect<ReadonlyArray<SignalCommand>, PersistenceError>
+  readonly signalCommands: (query: SignalQuery) => Effect.Effect<ReadonlyArray<SignalCommand>, InvalidInput | PersistenceError>
+  readonly bindSignal: (commandId: string, token: string) => Effect.Effect<string | null, PersistenceError>
+  readonly settleSignal: (commandId: string, state: "delivered" | "rejected" | "terminal") => Effect.Effect<void, PersistenceError>
+  readonly deliveredSignals: (runId: RunId) => Effect.Effect<ReadonlyArray<SignalPayload>, RunNotFound | PersistenceError>
+  readonly appendSteer: (runId: RunId, message: SteerMessage) => Effect.Effect<number, RunNotFound | PersistenceError>
+  readonly steers: (
+    runId: RunId,
+    after?: number
+  ) => Effect.Effect<ReadonlyArray<{ readonly seq: number; readonly message: SteerMessage }>, RunNotFound | PersistenceError>
+  readonly requestResume: (
+    runId: RunId,
+    options?: { readonly consent?: number | undefined }
+  ) => Effect.Effect<number, RunNotFound | InvalidInput | PersistenceError>
+  readonly pendingResumes: Effect.Effect<ReadonlyArray<PendingResume>, PersistenceError>
+  readonly clearResume: (runId: RunId, sequence: number) => Effect.Effect<void, PersistenceError>
+  readonly registerFiber: (runId: RunId, fiber: Fiber.RuntimeFiber<unknown, unknown>) => Effect.Effect<void, RunNotFound | PersistenceError>
+  readonly interrupt: (
+    runId: RunId,
+    settle?: (effect: Effect.Effect<RunSummary, OwnershipError>) => Effect.Effect<RunSummary, OwnershipError>
+  ) => Effect.Effect<RunSummary, OwnershipError>
+  readonly codeDrift: (runId: RunId) => Effect.Effect<CodeDrift | undefined, RunNotFound | PersistenceError>
+  readonly recordedCode: (
+    runId: RunId
+  ) => Effect.Effect<{ readonly executionDigest?: string | undefined; readonly engineVersion?: string | undefined }, RunNotFound | PersistenceError>
+  readonly resume: (runId: RunId, options?: { readonly scope?: ResumeScope | undefined }) => Effect.Effect<RunSummary, OwnershipError>
+  readonly resumeAdopting: (
+    runId: RunId,
+    options?: { readonly scope?: ResumeScope | undefined }
+  ) => Effect.Effect<RunSummary, OwnershipError | CodeDrift>
+  readonly claimFence: (runId: RunId) => Effect.Effect<string, OwnershipError>
+  readonly releasePending: (runId: RunId, fence: string) => Effect.Effect<RunSummary, OwnershipError>
+  readonly park: (runId: RunId, fence: string, wait: ParkRequest) => Effect.Effect<RunSummary, OwnershipError | InvalidInput>
+  readonly writeStatus: (runId: RunId, fence: string, status: RunStatus) => Effect.Effect<RunSummary, OwnershipError>
+  readonly stampPrincipal: (submitted?: { readonly id: string; readonly kind: string }) => Effect.Effect<Principal, PersistenceError>
+  readonly lookupMutation: (key: string, fingerprint: string) => Effect.Effect<Receipt | undefined, PersistenceError>
+  readonly recordMutation: (key: string, fingerprint: string, receipt: Receipt) => Effect.Effect<void, PersistenceError>
+  readonly claimRunKey: (key: string, fingerprint: string) => Effect.Effect<RunKeyClaim, InvalidInput | PersistenceError>
+  readonly releaseRunKey: (key: string) => Effect.Effect<void, PersistenceError>
+  readonly grants: Effect.Effect<ReadonlyArray<BulkGrant>, PersistenceError>
+}
+
+/**
+ * The control runtime service tag.
+ *
+ * @since 0.1.0
+ * @category services
+ */
+export class ControlRuntime extends Context.Tag("@baton/control/ControlRuntime")<ControlRuntime, Service>() {}
+
+/**
+ * Build a service from an implementation (identity; a seam for adapters).
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = (impl: Service): Service => impl
+
+/**
+ * Options of the memory runtime: catalog, clock override, default principal and authority.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface MemoryOptions {
+  readonly flows?: ReadonlyArray<DurableFlow> | undefined
+  readonly now?: (() => number) | undefined
+  readonly principal?: { readonly id: string; readonly kind: string } | undefined
+  readonly approvalAuthority?: Authority | undefined
+}
+
+/**
+ * The same contract held in `Map`s; nothing survives the process. Fences are `fence-<n>`.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerMemory = (options: MemoryOptions = {}): Layer.Layer<ControlRuntime> =>
+  Layer.effect(ControlRuntime, makeMemory(options))

@@ -1,0 +1,105 @@
+/**
+ * Admission checks and small helpers shared by both runtimes.
+ */
+import { Effect, Schema } from "effect"
+import { ClaimLost, EnvelopeMismatch, InvalidInput, PlanDigestMismatch, Unauthorized } from "../ControlError.js"
+import type { ApprovalTarget, Envelope, RunStatus } from "../ControlSchema.js"
+import type { Authority, AuthorizationRequest, ParkRequest, SignalQuery } from "../ControlRuntime.js"
+import { canonical, isDurableText, isDurableTextOfLength, tryCanonical } from "./canonical.js"
+
+/** A page limit in 1..500, else `InvalidInput` with the spec's text. */
+export const checkLimit = (limit: unknown): Effect.Effect<number, InvalidInput> =>
+  typeof limit === "number" && Number.isSafeInteger(limit) && limit >= 1 && limit <= 500
+    ? Effect.succeed(limit)
+    : Effect.fail(new InvalidInput({ issue: "limit: must be an integer between 1 and 500" }))
+
+/** An optional non-negative safe integer field. */
+export const checkOrdinal = (field: string, value: unknown): Effect.Effect<number | undefined, InvalidInput> =>
+  value === undefined || (typeof value === "number" && Number.isSafeInteger(value) && value >= 0)
+    ? Effect.succeed(value as number | undefined)
+    : Effect.fail(new InvalidInput({ issue: `${field}: must be a non-negative safe integer` }))
+
+/** The refusal text for an approval reason. */
+export const reasonIssue = "reason: must be 1 to 1000 well-formed characters"
+
+/** An optional decision reason, checked before any write. */
+export const checkReason = (reason: unknown): Effect.Effect<string | undefined, InvalidInput> =>
+  reason === undefined || isDurableTextOfLength(reason, 1000)
+    ? Effect.succeed(reason as string | undefined)
+    : Effect.fail(new InvalidInput({ issue: reasonIssue }))
+
+/** A park request: reason 1..64, token 1..1024 durable text, request canonical JSON. */
+export const checkPark = (wait: ParkRequest): Effect.Effect<{ readonly request: string | null }, InvalidInput> => {
+  if (!isDurableTextOfLength(wait.reason, 64)) {
+    return Effect.fail(new InvalidInput({ issue: "reason: must be 1 to 64 well-formed characters" }))
+  }
+  if (!isDurableTextOfLength(wait.token, 1024)) {
+    return Effect.fail(new InvalidInput({ issue: "token: must be 1 to 1024 well-formed characters" }))
+  }
+  if (wait.request === undefined) return Effect.succeed({ request: null })
+  const text = tryCanonical(wait.request, "request")
+  return text.ok ? Effect.succeed({ request: text.text }) : Effect.fail(new InvalidInput({ issue: text.issue }))
+}
+
+/** A signal query's filters and limit (default 100). */
+export const checkSignalQuery = (query: SignalQuery): Effect.Effect<number, InvalidInput> =>
+  query.state !== undefined && !["pending", "delivered", "rejected", "terminal"].includes(query.state)
+    ? Effect.fail(new InvalidInput({ issue: "state: must be pending, delivered, rejected or terminal" }))
+    : checkLimit(query.limit ?? 100)
+
+/** The public status a park writes. */
+export const parkStatus = (reason: string): RunStatus => (reason === "approval" ? "waiting-approval" : "parked")
+
+/** Canonical envelope text (envelope equality is equality of canonical strings). */
+export const envelopeText = (envelope: Envelope): string => canonical(envelope, "envelope")
+
+/** The token identity of a target: `(tag, runId or '', planId or requestId)`. */
+export const identityOf = (target: ApprovalTarget) =>
+  target._tag === "Plan"
+    ? { tag: "Plan" as const, runId: "", targetId: target.planId }
+    : { tag: "Node" as const, runId: target.runId, targetId: target.requestId }
+
+/** Compare a stored target with a submitted one: digest first, then envelope. */
+export const checkTarget = (
+  tokenId: string,
+  stored: ApprovalTarget,
+  submitted: ApprovalTarget
+): Effect.Effect<void, PlanDigestMismatch | EnvelopeMismatch> =>
+  Effect.gen(function*() {
+    if (stored.digest !== submitted.digest) {
+      return yield* Effect.fail(new PlanDigestMismatch({ planId: tokenId, expected: stored.digest, actual: submitted.digest }))
+    }
+    const actual = tryCanonical(submitted.envelope, "envelope")
+    const expected = envelopeText(stored.envelope)
+    const actualText = actual.ok ? actual.text : actual.issue
+    if (!actual.ok || expected !== actualText) {
+      return yield* Effect.fail(new EnvelopeMismatch({ planId: tokenId, expected, actual: actualText }))
+    }
+  })
+
+/** An authority delegating every decision to the listed identities. */
+export const delegatingAuthority = (identities: ReadonlyArray<{ readonly id: string; readonly kind: string }>): Authority => ({
+  authorize: (request: AuthorizationRequest) =>
+    identities.some((who) => who.id === request.principal.id && who.kind === request.principal.kind)
+      ? Effect.void
+      : Effect.fail(new Unauthorized({ message: "caller may not make this approval decision" }))
+})
+
+/** A journal identifier: 1..1024 units of durable text. */
+export const isIdentifier = (s: unknown): s is string => isDurableTextOfLength(s, 1024)
+
+/** `ClaimLost` for a run. */
+export const claimLost = (runId: string, reason?: string) =>
+  new ClaimLost(reason === undefined ? { runId } : { runId, reason })
+
+/** Decode with a schema, mapping failure to a message naming the path. */
+export const decodeWith = <A, I>(schema: Schema.Schema<A, I>) => {
+  const decode = Schema.decodeUnknownEither(schema)
+  return (value: unknown): { readonly ok: true; readonly value: A } | { readonly ok: false; readonly message: string } => {
+    const result = decode(value)
+    return result._tag === "Right" ? { ok: true, value: result.right } : { ok: false, message: String(result.left.message) }
+  }
+}
+
+/** True when `s` is durable text (re-exported for callers that only need the predicate). */
+export { isDurableText }

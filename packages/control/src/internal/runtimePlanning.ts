@@ -1,0 +1,84 @@
+/**
+ * Plan card construction shared by both runtimes (spec §6 steps 2, 4, 6, 7).
+ */
+import { Effect } from "effect"
+import { InvalidInput } from "../ControlError.js"
+import type { Budget, Envelope, PlanCard } from "../ControlSchema.js"
+import type { DurableFlow, PlanInput } from "../ControlRuntime.js"
+import { sha256, tryCanonical } from "./canonical.js"
+
+/** Canonical request fingerprint `{ flowId, input, budget? }`. */
+export const planFingerprint = (input: PlanInput): Effect.Effect<string, InvalidInput> => {
+  const result = tryCanonical(
+    input.budget === undefined ? { flowId: input.flowId, input: input.input } : { flowId: input.flowId, input: input.input, budget: input.budget },
+    "input"
+  )
+  return result.ok ? Effect.succeed(result.text) : Effect.fail(new InvalidInput({ issue: result.issue }))
+}
+
+/** The flow's decoded input, or the input itself when it is canonical JSON. */
+export const decodeInput = (flow: DurableFlow, input: unknown): Effect.Effect<unknown, InvalidInput> =>
+  flow.decode !== undefined
+    ? flow.decode(input)
+    : Effect.suspend(() => {
+      const result = tryCanonical(input, "input")
+      return result.ok ? Effect.succeed(JSON.parse(result.text) as unknown) : Effect.fail(new InvalidInput({ issue: result.issue }))
+    })
+
+const overlayBudget = (base: Budget, overlay: Budget | undefined): Budget => {
+  if (overlay === undefined) return base
+  const out: { tokens?: number; milliseconds?: number; deadline?: number } = {}
+  for (const key of ["tokens", "milliseconds", "deadline"] as const) {
+    const value = overlay[key] ?? base[key]
+    if (value !== undefined) out[key] = value
+  }
+  return out
+}
+
+/** The plan's key: the caller's idempotency key when given. */
+export const approvalKey = (input: PlanInput, planId: string) => input.idempotencyKey ?? `approve:${planId}`
+
+/** Build the immutable card for `planId` (digest binds input, envelope, deploy class, code and handoff). */
+export const buildCard = (
+  flow: DurableFlow,
+  input: PlanInput,
+  decoded: unknown,
+  planId: string
+): Effect.Effect<PlanCard, InvalidInput> =>
+  Effect.gen(function*() {
+    const hook = flow.plan === undefined ? undefined : yield* flow.plan(decoded, planId)
+    const envelope: Envelope = { ...flow.envelope, budget: overlayBudget(flow.envelope.budget, input.budget) }
+    const bound = tryCanonical({
+      flowId: flow.flowId,
+      input: decoded,
+      envelope,
+      deployClass: flow.deployClass,
+      ...(flow.executionDigest === undefined ? {} : { executionDigest: flow.executionDigest }),
+      persistedPlan: hook?.handoff.planDigest ?? null
+    }, "plan")
+    if (!bound.ok) return yield* Effect.fail(new InvalidInput({ issue: bound.issue }))
+    const summary = tryCanonical(decoded, "input")
+    if (!summary.ok) return yield* Effect.fail(new InvalidInput({ issue: summary.issue }))
+    const digest = yield* sha256(bound.text)
+    const card: PlanCard = {
+      planId,
+      flowId: flow.flowId,
+      digest,
+      inputSummary: summary.text,
+      envelope,
+      deployClass: flow.deployClass,
+      ...(flow.executionDigest === undefined ? {} : { executionDigest: flow.executionDigest }),
+      ...(hook === undefined ? {} : { handoff: hook.handoff }),
+      nodes: hook?.handoff.nodes ?? [],
+      ...(hook?.graph === undefined ? {} : { graph: hook.graph }),
+      approval: {
+        target: { _tag: "Plan", planId, digest, envelope },
+        scope: "run",
+        idempotencyKey: approvalKey(input, planId)
+      }
+    }
+    return card
+  })
+
+/** The refusal for an idempotency key reused with another plan request. */
+export const planKeyConflict = (key: string) => new InvalidInput({ issue: `idempotency key ${key} was used for another plan` })
