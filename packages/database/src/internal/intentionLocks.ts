@@ -1,0 +1,98 @@
+/**
+ * PostgreSQL intention locks (spec section 7): the SQL every read-write transaction
+ * on a `PgDatabase` client runs at `BEGIN`, and the key lock a nested write adds.
+ * Lock ids are `hashtextextended(<text>, 0)` with the schema bound as a parameter:
+ * schema lock `'baton:writer:' || schema`, key lock `'baton:key:' || schema || ':' || key`.
+ *
+ * @internal
+ */
+import type * as SqlClient from "@effect/sql/SqlClient"
+import type { Connection } from "@effect/sql/SqlConnection"
+import type { SqlError } from "@effect/sql/SqlError"
+import * as Effect from "effect/Effect"
+import * as FiberRef from "effect/FiberRef"
+import * as ClientInfo from "./clientInfo.js"
+import * as TransactionDriver from "./transactionDriver.js"
+
+/** `$1` = schema, or NULL for the connection's `current_schema()`. @internal */
+const schemaLockId = "hashtextextended('baton:writer:' || COALESCE($1::text, current_schema()), 0)"
+const keyLockId = "hashtextextended('baton:key:' || COALESCE($1::text, current_schema()) || ':' || $2::text, 0)"
+
+/** Exclusive schema lock (schema-wide writes, schema creation, ledger passes, drops). @internal */
+export const schemaLockExclusiveSql = `SELECT pg_advisory_xact_lock(${schemaLockId})`
+/** Shared schema lock (keyed writes). @internal */
+export const schemaLockSharedSql = `SELECT pg_advisory_xact_lock_shared(${schemaLockId})`
+/** Exclusive key lock. @internal */
+export const keyLockSql = `SELECT pg_advisory_xact_lock(${keyLockId})`
+
+/** @internal */
+export interface PgTransactionOptions {
+  /** The Baton schema; `undefined` uses each connection's `current_schema()`. */
+  readonly schema: string | undefined
+  /** `SET LOCAL lock_timeout` for read-write transactions, in milliseconds. */
+  readonly lockTimeoutMs: number
+  readonly readOnly: boolean
+}
+
+/**
+ * Begin an outermost PostgreSQL transaction: read-only clients `REPEATABLE READ READ
+ * ONLY` without locks; otherwise READ COMMITTED, `lock_timeout`, then the schema lock
+ * (exclusive for a schema-wide write, shared plus the key lock for a keyed one).
+ *
+ * @internal
+ */
+export const begin = (conn: Connection, options: PgTransactionOptions): Effect.Effect<void, SqlError> =>
+  options.readOnly
+    ? TransactionDriver.exec(conn, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+    : Effect.flatMap(FiberRef.get(TransactionDriver.currentLockKey), (key) =>
+      Effect.all([
+        TransactionDriver.exec(conn, "BEGIN ISOLATION LEVEL READ COMMITTED"),
+        TransactionDriver.exec(conn, `SET LOCAL lock_timeout = '${Math.max(0, Math.floor(options.lockTimeoutMs))}ms'`),
+        key === undefined
+          ? TransactionDriver.exec(conn, schemaLockExclusiveSql, [options.schema ?? null])
+          : Effect.zipRight(
+            TransactionDriver.exec(conn, schemaLockSharedSql, [options.schema ?? null]),
+            TransactionDriver.exec(conn, keyLockSql, [options.schema ?? null, key])
+          )
+      ], { discard: true }))
+
+/**
+ * The PostgreSQL driver of 6.8 for `PgDatabase` clients: `begin` above, a plain
+ * `ROLLBACK` (it also clears a transaction aborted by a lock timeout during `BEGIN`).
+ * `onBrokenConnection` lets the layer drop a connection whose rollback failed.
+ *
+ * @internal
+ */
+export const driver = (
+  options: PgTransactionOptions,
+  onBrokenConnection?: (conn: Connection, error: SqlError) => Effect.Effect<void>
+): TransactionDriver.Driver => ({
+  begin: (conn) => begin(conn, options),
+  rollback: (conn) => TransactionDriver.exec(conn, "ROLLBACK"),
+  onBrokenConnection
+})
+
+/**
+ * Install the PostgreSQL driver on a client and record its schema and read-only flag
+ * (the writer's nested key locks and `Dialect.isReadOnly` read them).
+ *
+ * @internal
+ */
+export const installPg = (
+  client: SqlClient.SqlClient,
+  options: PgTransactionOptions,
+  onBrokenConnection?: (conn: Connection, error: SqlError) => Effect.Effect<void>
+): void => {
+  TransactionDriver.install(client, driver(options, onBrokenConnection))
+  ClientInfo.mark(client, { readOnly: options.readOnly, pgSchema: options.schema })
+}
+
+/**
+ * Take the exclusive lock of `key` inside the current transaction (a nested keyed
+ * write whose transaction does not hold the key yet). Released at the outermost
+ * commit, or by rolling back the enclosing savepoint.
+ *
+ * @internal
+ */
+export const lockKey = (sql: SqlClient.SqlClient, key: string): Effect.Effect<void, SqlError> =>
+  Effect.asVoid(sql.unsafe(keyLockSql, [ClientInfo.get(sql)?.pgSchema ?? null, key]))

@@ -1,0 +1,51 @@
+/**
+ * The frame of a managed write (one opened by `DurableWriter.write`): which database
+ * and transaction level it belongs to, the key locks it holds and its after-commit
+ * registrations (spec 6.3, 6.6). Frames are provided to the write's body through the
+ * context, so fibers forked inside a body see them too.
+ *
+ * @internal
+ */
+import type { Connection } from "@effect/sql/SqlConnection"
+import * as Context from "effect/Context"
+import type * as Effect from "effect/Effect"
+
+/** @internal */
+export interface Frame {
+  readonly database: object
+  readonly parent: Frame | undefined
+  /** Outermost schema-wide write on PostgreSQL: no other transaction can hold a key. */
+  readonly exclusive: boolean
+  readonly keys: Set<string>
+  readonly hooks: Array<Effect.Effect<void>>
+  conn: Connection | undefined
+  depth: number
+  closed: boolean
+}
+
+/** @internal */
+export const ManagedWrite = Context.GenericTag<Frame>("@baton/database/internal/ManagedWrite")
+
+/** @internal */
+export const make = (options: {
+  readonly database: object
+  readonly parent: Frame | undefined
+  readonly exclusive: boolean
+}): Frame => ({
+  database: options.database,
+  parent: options.parent,
+  exclusive: options.exclusive,
+  keys: new Set(),
+  hooks: [],
+  conn: undefined,
+  depth: -1,
+  closed: false
+})
+
+/** Whether the transaction `frame` belongs to already holds `key`'s lock. @internal */
+export const holdsKey = (frame: Frame | undefined, key: string): boolean => {
+  for (let current = frame; current !== undefined; current = current.parent) {
+    if (current.exclusive || current.keys.has(key)) return true
+  }
+  return false
+}

@@ -1,0 +1,67 @@
+/**
+ * The SQLite side of the transaction driver (spec 6.8) and the client builder shared
+ * by `TestDatabase.layer` and the file layer.
+ *
+ * @internal
+ */
+import type * as Reactivity from "@effect/experimental/Reactivity"
+import type * as SqlClient from "@effect/sql/SqlClient"
+import type { SqlError } from "@effect/sql/SqlError"
+import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
+import * as Effect from "effect/Effect"
+import type * as Scope from "effect/Scope"
+import * as ClientInfo from "./clientInfo.js"
+import * as TransactionDriver from "./transactionDriver.js"
+
+const noTransaction = "cannot rollback - no transaction is active"
+
+const causeMessage = (error: SqlError): string => {
+  const cause = error.cause
+  return typeof cause === "object" && cause !== null && typeof (cause as { message?: unknown }).message === "string"
+    ? (cause as { message: string }).message
+    : ""
+}
+
+/**
+ * The SQLite driver: `BEGIN IMMEDIATE` (read-only: deferred `BEGIN`), a rollback that
+ * treats "no transaction is active" as done (after a busy `BEGIN`, so the typed busy
+ * error reaches the retry instead of a defect), and a defect when a connection is
+ * left inside a transaction it cannot end (the host must rebuild the layer).
+ *
+ * @internal
+ */
+export const driver = (options: { readonly readOnly: boolean }): TransactionDriver.Driver => ({
+  begin: (conn) => TransactionDriver.exec(conn, options.readOnly ? "BEGIN" : "BEGIN IMMEDIATE"),
+  rollback: (conn) =>
+    TransactionDriver.exec(conn, "ROLLBACK").pipe(
+      Effect.catchIf((error) => causeMessage(error).includes(noTransaction), () => Effect.void)
+    ),
+  onBrokenConnection: (_conn, error) =>
+    Effect.die(new Error("SqliteDatabase: the connection is stuck in a transaction after a failed COMMIT", { cause: error }))
+})
+
+/**
+ * Install the SQLite driver on `client` and record whether it is read-only (so
+ * `Dialect.isReadOnly` and the writer see it). The file layer calls this on the client
+ * it built.
+ *
+ * @internal
+ */
+export const installSqlite = (client: SqlClient.SqlClient, options: { readonly readOnly: boolean }): void => {
+  TransactionDriver.install(client, driver(options))
+  ClientInfo.mark(client, { readOnly: options.readOnly })
+}
+
+/**
+ * Build the `@effect/sql-sqlite-node` client with the driver installed. `filename`
+ * may be `:memory:` (the test layer); the file layer validates paths before calling.
+ *
+ * @internal
+ */
+export const make = (
+  options: SqliteClient.SqliteClientConfig
+): Effect.Effect<SqliteClient.SqliteClient, never, Scope.Scope | Reactivity.Reactivity> =>
+  Effect.map(SqliteClient.make(options), (client) => {
+    installSqlite(client, { readOnly: options.readonly === true })
+    return client
+  })
