@@ -1,0 +1,89 @@
+/**
+ * The SQLite file open sequence of spec 9.1, steps 1–7, as one scoped effect.
+ *
+ * @internal
+ */
+import * as Reactivity from "@effect/experimental/Reactivity"
+import type * as SqlClient from "@effect/sql/SqlClient"
+import { Cause, Duration, Effect, Exit, Scope } from "effect"
+import { DatabaseOpenError } from "../DatabaseOpenError.js"
+import * as SqliteClient from "./sqliteClient.js"
+import { ensureFile, resolveFilename } from "./sqliteFilePath.js"
+import { ensureWal, inspect, onLadder } from "./sqliteFileGuard.js"
+
+/** What the open needs of `SqliteDatabaseOptions`. */
+export interface OpenOptions {
+  readonly filename: string
+  readonly readOnly?: boolean
+  readonly busyTimeout?: Duration.DurationInput
+  readonly mode?: number
+  readonly createDirectory?: boolean
+}
+
+const failure = (file: string) => (error: unknown) =>
+  new DatabaseOpenError({
+    reason: "unreadable",
+    target: file,
+    message: `${file} cannot be opened: ${error instanceof Error ? error.message : String(error)}`,
+    cause: error
+  })
+
+/**
+ * One attempt at building the driver client, in a scope of its own. The
+ * upstream constructor throws synchronously (a defect); the throw becomes the
+ * failure so the ladder can retry lock conflicts, and a failed attempt's scope
+ * is closed so no connection leaks.
+ */
+const buildOnce = (file: string, readOnly: boolean) =>
+  Effect.gen(function*() {
+    const scope = yield* Scope.make()
+    const exit = yield* SqliteClient.make({ filename: file, readonly: readOnly, disableWAL: readOnly }).pipe(
+      Scope.extend(scope),
+      Effect.provide(Reactivity.layer),
+      Effect.exit
+    )
+    if (Exit.isSuccess(exit)) return [scope, exit.value] as const
+    yield* Scope.close(scope, exit)
+    return yield* Effect.fail(Cause.squash(exit.cause))
+  })
+
+/** Busy timeout in whole milliseconds: default 0 read-write, 1 s read-only. */
+const busyTimeoutMs = (options: OpenOptions, readOnly: boolean): number => {
+  const input = options.busyTimeout ?? (readOnly ? Duration.seconds(1) : Duration.zero)
+  const ms = Math.ceil(Duration.toMillis(Duration.decode(input)))
+  return Number.isSafeInteger(ms) && ms > 0 ? Math.min(ms, 2_147_483_647) : 0
+}
+
+/**
+ * Step 6: busy timeout and foreign keys on the client's one connection, read
+ * back so a driver that ignored the pragma cannot go unnoticed.
+ */
+const configure = (sql: SqlClient.SqlClient, busyMs: number) =>
+  Effect.gen(function*() {
+    yield* sql.unsafe(`PRAGMA busy_timeout = ${busyMs}`)
+    yield* sql.unsafe("PRAGMA foreign_keys = ON")
+    const rows = yield* sql.unsafe<{ readonly foreign_keys: number }>("PRAGMA foreign_keys")
+    if (rows[0]?.foreign_keys !== 1) return yield* Effect.dieMessage("SqliteDatabase: PRAGMA foreign_keys did not turn on")
+  })
+
+/**
+ * Open one SQLite file: validate the name, create or stat the file, inspect an
+ * existing one before anything writes to it, convert to WAL (read-write), build
+ * the client with the transaction driver of spec 6.8 (which also marks it), configure it.
+ */
+export const openFile = (options: OpenOptions): Effect.Effect<SqlClient.SqlClient, DatabaseOpenError, Scope.Scope> =>
+  Effect.gen(function*() {
+    const readOnly = options.readOnly ?? false
+    const file = yield* resolveFilename(options.filename)
+    const state = yield* ensureFile(file, {
+      readOnly,
+      createDirectory: options.createDirectory ?? true,
+      mode: options.mode ?? 0o600
+    })
+    if (state === "existing") yield* inspect(file)
+    if (!readOnly) yield* ensureWal(file)
+    const [scope, sql] = yield* onLadder(file, buildOnce(file, readOnly), failure(file))
+    yield* Effect.addFinalizer((exit) => Scope.close(scope, exit))
+    yield* onLadder(file, configure(sql, busyTimeoutMs(options, readOnly)), failure(file))
+    return sql
+  })
