@@ -1,0 +1,739 @@
+/**
+ * The control facade: what operators and host code call. Every mutation takes
+ * an idempotency key, is fingerprinted, is journaled in the same transaction
+ * as the state change it describes, and is answered with a `Receipt`.
+ *
+ * Executor calls (launch hand-off, signal delivery, re-driving) happen after
+ * the mutation committed, outside every write transaction.
+ *
+ * @since 0.1.0
+ */
+import * as Journal from "@baton/journal/Journal"
+import * as RunStore from "@baton/run-store/RunStore"
+import { Context, Effect, Layer, Option } from "effect"
+import * as ControlError from "./ControlError.js"
+import * as ControlExecutor from "./ControlExecutor.js"
+import * as ControlRuntime from "./ControlRuntime.js"
+import * as ControlSchema from "./ControlSchema.js"
+import { isDurableTextOfLength } from "./internal/canonical.js"
+import { admit, requireKey } from "./internal/facadeBoundary.js"
+import * as Inputs from "./internal/facadeInputs.js"
+import { list as listImpl } from "./internal/facadeList.js"
+import { emit, fingerprint, intentOf, mutate, mutationKey, persistence, transact } from "./internal/facadeMutation.js"
+import * as Runs from "./internal/facadeRuns.js"
+
+/**
+ * A submitted principal. The facade stamps it with the runtime's clock, so
+ * `stampedAt` may be omitted (it is ignored when given).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface PrincipalInput {
+  readonly id: string
+  readonly kind: string
+  readonly stampedAt?: number | undefined
+}
+
+/**
+ * Launch an approved plan (`Plan`) or resume a run (`Resume`).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type RunInput =
+  & (
+    | {
+      readonly _tag: "Plan"
+      readonly planId: string
+      readonly digest: string
+      readonly envelope: ControlSchema.Envelope
+      readonly idempotencyKey: string
+    }
+    | {
+      readonly _tag: "Resume"
+      readonly runId: ControlSchema.RunId
+      readonly idempotencyKey: string
+      readonly reason?: string | undefined
+      readonly allowCodeDrift?: boolean | undefined
+    }
+  )
+  & { readonly principal?: PrincipalInput | undefined }
+
+/**
+ * An approval decision request: the card's (or node's) approval payload, the
+ * deciding principal and an optional reason (1–1,000 well-formed characters).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ApprovalInput {
+  readonly target: ControlSchema.ApprovalTarget
+  readonly scope: ControlSchema.GrantScope
+  readonly idempotencyKey: string
+  readonly principal?: PrincipalInput | undefined
+  readonly reason?: string | undefined
+}
+
+/**
+ * A steer message for a run; `message.runId` must equal `runId`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface SteerInput {
+  readonly runId: ControlSchema.RunId
+  readonly message: Omit<ControlSchema.SteerMessage, "principal"> & { readonly principal: PrincipalInput }
+  readonly idempotencyKey: string
+}
+
+/**
+ * A signal for a run's wait named `signal.name`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface SignalInput {
+  readonly runId: ControlSchema.RunId
+  readonly signal: ControlSchema.SignalPayload
+  readonly idempotencyKey: string
+  readonly principal?: PrincipalInput | undefined
+}
+
+/**
+ * A keyed mutation of one run (cancel).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface RunMutationInput {
+  readonly runId: ControlSchema.RunId
+  readonly idempotencyKey: string
+  readonly reason?: string | undefined
+  readonly principal?: PrincipalInput | undefined
+}
+
+/**
+ * A keyed resume; `allowCodeDrift` adopts the code on disk now.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ResumeInput extends RunMutationInput {
+  readonly allowCodeDrift?: boolean | undefined
+}
+
+type E = ControlError.ControlError
+
+/**
+ * The facade.
+ *
+ * - `plan`: a plan card (idempotent per key); `control.plan.created` once per plan.
+ * - `run`: launch an approved plan (`Accepted`, `AlreadyApplied`, `Parked` while
+ *   undecided) or resume a run; fails `LaunchFailed` when the executor refuses.
+ * - `approve` / `deny`: decide a plan or node approval; `Unauthorized` is
+ *   journaled as `control.approval.refused` and changes nothing.
+ * - `steer`: queue a steer message, waking a run parked on an event.
+ * - `signal`: admit a signal command and offer it to the executor
+ *   (`NoMatchingWait` when no wait of that name is open).
+ * - `cancel`: record an attributed cancel request and interrupt the run
+ *   (`Terminal{cancelled}` when it settled here, else `Accepted`).
+ * - `resume`: claim a parked run, or hand it to the live host that parked it
+ *   (`Accepted{handedTo}` plus a resume delegation).
+ * - `getRun`, `list`: projections (with a `codeDrift` view on live runs).
+ *
+ * Bad input fails `InvalidInput` naming the field and the rule, and writes nothing.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Service {
+  readonly plan: (
+    input: ControlRuntime.PlanInput
+  ) => Effect.Effect<
+    ControlSchema.PlanCard,
+    ControlError.FlowNotFound | ControlError.InvalidInput | ControlError.PersistenceError
+  >
+  readonly run: (input: RunInput) => Effect.Effect<
+    ControlSchema.Receipt,
+    | ControlError.RunNotFound
+    | ControlError.PlanNotFound
+    | ControlError.PlanDenied
+    | ControlError.PlanDigestMismatch
+    | ControlError.EnvelopeMismatch
+    | ControlError.ClaimLost
+    | ControlError.CodeDrift
+    | ControlError.LaunchFailed
+    | ControlError.InvalidInput
+    | ControlError.PersistenceError
+  >
+  readonly approve: (input: ApprovalInput) => Effect.Effect<ControlSchema.Receipt, ApprovalError>
+  readonly deny: (input: ApprovalInput) => Effect.Effect<ControlSchema.Receipt, ApprovalError>
+  readonly steer: (
+    input: SteerInput
+  ) => Effect.Effect<
+    ControlSchema.Receipt,
+    ControlError.RunNotFound | ControlError.InvalidInput | ControlError.PersistenceError
+  >
+  readonly signal: (input: SignalInput) => Effect.Effect<
+    ControlSchema.Receipt,
+    | ControlError.RunNotFound
+    | ControlError.NoMatchingWait
+    | ControlError.Unauthorized
+    | ControlError.InvalidInput
+    | ControlError.PersistenceError
+  >
+  readonly cancel: (
+    input: RunMutationInput
+  ) => Effect.Effect<
+    ControlSchema.Receipt,
+    ControlError.RunNotFound | ControlError.ClaimLost | ControlError.InvalidInput | ControlError.PersistenceError
+  >
+  readonly resume: (input: ResumeInput) => Effect.Effect<
+    ControlSchema.Receipt,
+    | ControlError.RunNotFound
+    | ControlError.ClaimLost
+    | ControlError.CodeDrift
+    | ControlError.InvalidInput
+    | ControlError.PersistenceError
+  >
+  readonly getRun: (
+    runId: ControlSchema.RunId
+  ) => Effect.Effect<ControlSchema.RunSummary, ControlError.RunNotFound | ControlError.PersistenceError>
+  readonly list: (request: ControlSchema.ListRequest) => Effect.Effect<ControlSchema.ListResponse, E>
+}
+
+/**
+ * Errors of `approve` and `deny`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type ApprovalError =
+  | ControlError.PlanDigestMismatch
+  | ControlError.EnvelopeMismatch
+  | ControlError.AlreadyResolved
+  | ControlError.PlanNotFound
+  | ControlError.RunNotFound
+  | ControlError.CodeDrift
+  | ControlError.Unauthorized
+  | ControlError.InvalidInput
+  | ControlError.PersistenceError
+
+/**
+ * The facade service tag.
+ *
+ * @since 0.1.0
+ * @category services
+ */
+export class Control extends Context.Tag("@baton/control/Control")<Control, Service>() {}
+
+const terminalReceipt = (summary: ControlSchema.RunSummary): ControlSchema.Receipt => ({
+  _tag: "Terminal",
+  runId: summary.runId,
+  status: summary.status
+})
+
+const accepted = (receiptId: string, runId?: string): ControlSchema.Receipt => ({
+  _tag: "Accepted",
+  receiptId,
+  ...(runId !== undefined ? { runId } : {})
+})
+
+const actorOf = (principal: PrincipalInput | undefined) =>
+  principal === undefined ? undefined : { id: principal.id, kind: principal.kind }
+
+const isJsonObject = (value: unknown): value is Record<string, ControlSchema.Json> =>
+  typeof value === "object" && value !== null && !Array.isArray(value)
+
+const driftView = (drift: ControlError.CodeDrift): ControlSchema.CodeDriftView => ({
+  ...(drift.recorded !== undefined ? { recorded: drift.recorded } : {}),
+  ...(drift.current !== undefined ? { current: drift.current } : {}),
+  ...(drift.recordedEngine !== undefined ? { recordedEngine: drift.recordedEngine } : {}),
+  ...(drift.currentEngine !== undefined ? { currentEngine: drift.currentEngine } : {})
+})
+
+/**
+ * Builds the facade over a `ControlRuntime` and a `Journal`. A
+ * `ControlExecutor` and a `RunStore` in the context are used when present
+ * (without an executor launches are declined; without either, a cancel
+ * request is not recorded in the store).
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make: Effect.Effect<Service, never, ControlRuntime.ControlRuntime | Journal.Journal> = Effect.gen(
+  function*() {
+    const runtime = yield* ControlRuntime.ControlRuntime
+    const journal = yield* Journal.Journal
+    const executor = Option.getOrUndefined(yield* Effect.serviceOption(ControlExecutor.ControlExecutor))
+    const store = Option.getOrUndefined(yield* Effect.serviceOption(RunStore.RunStore))
+    const semaphore = yield* Effect.makeSemaphore(1)
+    const host: Runs.Host = { runtime, journal, semaphore, executor, store }
+
+    const decorate = (summary: ControlSchema.RunSummary): Effect.Effect<ControlSchema.RunSummary> =>
+      Runs.isTerminal(summary.status)
+        ? Effect.succeed(summary)
+        : runtime.codeDrift(summary.runId).pipe(
+          Effect.map((drift) => (drift === undefined ? summary : { ...summary, codeDrift: driftView(drift) })),
+          Effect.orElseSucceed(() => summary)
+        )
+
+    const refuseDrift = (runId: string) =>
+      Effect.flatMap(runtime.codeDrift(runId), (drift) => (drift === undefined ? Effect.void : Effect.fail(drift)))
+
+    // ---- plan -------------------------------------------------------------
+    const plan: Service["plan"] = (raw) =>
+      Effect.gen(function*() {
+        const input = yield* admit("plan", Inputs.PlanInput, raw)
+        if (input.idempotencyKey !== undefined) yield* requireKey("plan", input.idempotencyKey)
+        const body = Effect.gen(function*() {
+          const outcome = yield* runtime.plan({ ...input, input: input.input })
+          const card = outcome.card
+          const partition = `plan:${card.planId}`
+          let append = outcome.created
+          if (!append) {
+            const page = yield* journal.entries({ runId: partition, eventTypes: ["control.plan.created"], limit: 100 })
+              .pipe(Effect.mapError(persistence("plan")))
+            append = !page.entries.some((entry) => entry.sourceId === "@baton/control")
+          }
+          if (append) {
+            yield* emit(host, partition, "control.plan.created", {
+              planId: card.planId,
+              flowId: card.flowId,
+              digest: card.digest
+            })
+          }
+          return card
+        })
+        return yield* semaphore.withPermits(1)(transact(host, "plan", body))
+      })
+
+    // ---- approve / deny ---------------------------------------------------
+    const decide = (decision: "approved" | "denied") => (raw: ApprovalInput) =>
+      Effect.gen(function*() {
+        const operation = decision === "approved" ? "approve" : "deny"
+        const input = yield* admit(operation, Inputs.ApprovalInput, raw)
+        yield* requireKey(operation, input.idempotencyKey)
+        if (input.reason !== undefined && !isDurableTextOfLength(input.reason, 1000)) {
+          return yield* new ControlError.InvalidInput({
+            issue: `${operation}.reason: must be 1 to 1000 well-formed characters`
+          })
+        }
+        const principal = yield* runtime.stampPrincipal(actorOf(input.principal))
+        const target = input.target
+        const scope = input.scope
+        const partition = target._tag === "Plan" ? `plan:${target.planId}` : target.runId
+        // An old receipt or a settled run confers no authority: ask first.
+        yield* runtime.authorizeApproval({ principal, target, decision, scope }).pipe(
+          Effect.catchTag("Unauthorized", (refusal) =>
+            emit(host, partition, "control.approval.refused", { decision, principal, scope, target }).pipe(
+              Effect.zipRight(Effect.fail(refusal))
+            ))
+        )
+        if (target._tag === "Node") {
+          const existing = yield* runtime.getRun(target.runId).pipe(
+            Effect.map((summary): ControlSchema.RunSummary | undefined => summary),
+            Effect.catchTag("RunNotFound", () => Effect.succeed(undefined))
+          )
+          if (existing !== undefined && Runs.isTerminal(existing.status)) return terminalReceipt(existing)
+        }
+        const key = input.idempotencyKey
+        const durableKey = yield* mutationKey(operation, key, principal)
+        const print = yield* fingerprint(operation, principal, intentOf(input))
+        let resumeSeq: number | undefined
+        const receipt = yield* mutate(host, {
+          operation,
+          key,
+          durableKey,
+          fingerprint: print,
+          lockKey: target._tag === "Node" ? target.runId : undefined,
+          replay: true,
+          claimRunKey: false
+        }, () =>
+          Effect.gen(function*() {
+            resumeSeq = undefined
+            if (target._tag === "Node") yield* refuseDrift(target.runId)
+            const token = yield* runtime.lookupApproval(target)
+            yield* runtime.resolveApproval(token, decision, principal, scope, input.reason)
+            if (decision === "approved") yield* runtime.installBulkGrant(token, target.envelope, scope)
+            yield* emit(host, partition, `control.approval.${decision}`, {
+              tokenId: token.tokenId,
+              approvalTarget: token.target,
+              target: target._tag,
+              scope,
+              envelope: target.envelope,
+              principal,
+              ...(input.reason !== undefined ? { reason: input.reason } : {})
+            })
+            if (target._tag === "Plan") return accepted(key)
+            const seq = yield* runtime.requestResume(target.runId)
+            yield* emit(host, target.runId, "control.run.resumed", { runId: target.runId })
+            resumeSeq = seq
+            return accepted(key, target.runId)
+          }))
+        const seq = resumeSeq
+        if (target._tag === "Node" && seq !== undefined && executor !== undefined && receipt._tag === "Accepted") {
+          yield* executor.resumeRun({ runId: target.runId }).pipe(
+            Effect.flatMap((answer) => (answer === "resuming" ? runtime.clearResume(target.runId, seq) : Effect.void)),
+            Effect.catchAllCause((cause) => Effect.logWarning("approval re-drive failed", { runId: target.runId, cause }))
+          )
+        }
+        return receipt
+      })
+
+    // ---- resume (also `run` with a Resume input) ---------------------------
+    const resumeRun = (operation: string, input: typeof Inputs.ResumeInput.Type) =>
+      Effect.gen(function*() {
+        yield* requireKey(operation, input.idempotencyKey)
+        const runId = input.runId
+        const before = yield* runtime.getRun(runId)
+        if (Runs.isTerminal(before.status)) return terminalReceipt(before)
+        const principal = yield* runtime.stampPrincipal(actorOf(input.principal))
+        const key = input.idempotencyKey
+        const durableKey = yield* mutationKey("resume", key, principal)
+        const print = yield* fingerprint("resume", principal, intentOf(input))
+        let claimed = false
+        const receipt = yield* mutate(host, {
+          operation,
+          key,
+          durableKey,
+          fingerprint: print,
+          lockKey: runId,
+          replay: true,
+          claimRunKey: false
+        }, () =>
+          Effect.gen(function*() {
+            claimed = false
+            const current = yield* runtime.getRun(runId)
+            if (Runs.isTerminal(current.status)) return terminalReceipt(current)
+            if (input.allowCodeDrift !== true) yield* refuseDrift(runId)
+            const attempt = input.allowCodeDrift === true
+              ? runtime.resumeAdopting(runId, { scope: "launched" })
+              : runtime.resume(runId, { scope: "launched" })
+            type Outcome =
+              | { readonly _tag: "Claimed"; readonly summary: ControlSchema.RunSummary }
+              | { readonly _tag: "Handed"; readonly host: ControlSchema.RunHost }
+              | { readonly _tag: "Unclaimed"; readonly summary: ControlSchema.RunSummary }
+            const outcome: Outcome = yield* attempt.pipe(
+              Effect.map((summary): Outcome => ({ _tag: "Claimed", summary })),
+              Effect.catchTag("ClaimLost", (lost) => {
+                if (lost.parkedBy !== undefined) {
+                  return Effect.succeed<Outcome>({
+                    _tag: "Handed",
+                    host: { hostId: lost.parkedBy.hostId, pid: lost.parkedBy.pid }
+                  })
+                }
+                if (lost.reason !== undefined) return Effect.fail(lost)
+                return runtime.getRun(runId).pipe(
+                  Effect.flatMap((now) =>
+                    Runs.isLive(now) ? Effect.fail(lost) : Effect.succeed<Outcome>({ _tag: "Unclaimed", summary: now })
+                  )
+                )
+              })
+            )
+            const status = outcome._tag === "Handed" ? current.status : outcome.summary.status
+            const seq = yield* emit(host, runId, "control.run.resume", {
+              runId,
+              status,
+              principal,
+              ...(input.reason !== undefined ? { reason: input.reason } : {}),
+              ...(outcome._tag === "Handed" ? { handedTo: outcome.host } : {})
+            })
+            switch (outcome._tag) {
+              case "Handed": {
+                yield* runtime.requestResume(runId, { consent: seq })
+                return { _tag: "Accepted", receiptId: key, runId, handedTo: outcome.host } satisfies ControlSchema.Receipt
+              }
+              case "Unclaimed":
+                return accepted(key, runId)
+              case "Claimed":
+                claimed = true
+                return Runs.isTerminal(outcome.summary.status) ? terminalReceipt(outcome.summary) : accepted(key, runId)
+            }
+          }))
+        if (claimed && executor !== undefined && receipt._tag === "Accepted") {
+          const ours = yield* runtime.claimFence(runId).pipe(Effect.as(true), Effect.orElseSucceed(() => false))
+          if (ours) {
+            yield* executor.resumeRun({ runId }).pipe(
+              Effect.catchAllCause((cause) => Effect.logWarning("resume re-drive failed", { runId, cause }))
+            )
+          }
+        }
+        return receipt
+      })
+
+    const resume: Service["resume"] = (raw) =>
+      Effect.flatMap(admit("resume", Inputs.ResumeInput, raw), (input) => resumeRun("resume", input))
+
+    // ---- run ----------------------------------------------------------------
+    const run: Service["run"] = (raw) =>
+      Effect.gen(function*() {
+        const input = yield* admit("run", Inputs.RunInput, raw)
+        if (input._tag === "Resume") {
+          const { _tag: _ignored, ...rest } = input
+          return yield* resumeRun("run", rest)
+        }
+        yield* requireKey("run", input.idempotencyKey)
+        const principal = yield* runtime.stampPrincipal(actorOf(input.principal))
+        const key = input.idempotencyKey
+        const durableKey = yield* mutationKey("run", key, principal)
+        const print = yield* fingerprint("run", principal, intentOf(input))
+        let started: { readonly plan: ControlRuntime.StoredPlan; readonly run: ControlSchema.RunSummary } | undefined
+        const receipt = yield* mutate(host, {
+          operation: "run",
+          key,
+          durableKey,
+          fingerprint: print,
+          lockKey: undefined,
+          replay: true,
+          claimRunKey: true
+        }, () =>
+          Effect.gen(function*() {
+            started = undefined
+            const result = yield* runtime.launch(input.planId, input.digest, input.envelope, principal)
+            if (result._tag === "Parked") {
+              return result.receipt._tag === "Parked"
+                ? { ...result.receipt, receiptId: key }
+                : result.receipt
+            }
+            const stored = yield* runtime.getPlan(input.planId)
+            const decoded = stored.decodedInput
+            const trigger = isJsonObject(decoded) && isJsonObject(decoded.trigger) ? decoded.trigger : undefined
+            yield* emit(host, result.run.runId, "control.run.accepted", {
+              runId: result.run.runId,
+              planId: input.planId,
+              digest: stored.card.digest,
+              status: result.run.status,
+              ...(trigger !== undefined ? { trigger } : {})
+            })
+            started = { plan: stored, run: result.run }
+            return accepted(key, result.run.runId)
+          }))
+        const launched = started
+        if (launched !== undefined) {
+          yield* Runs.hand(host, launched.plan, launched.run)
+        } else if (receipt._tag === "AlreadyApplied" && receipt.runId !== undefined) {
+          yield* Runs.relaunchStranded(host, receipt.runId)
+        }
+        return receipt
+      })
+
+    // ---- steer --------------------------------------------------------------
+    const steer: Service["steer"] = (raw) =>
+      Effect.gen(function*() {
+        const input = yield* admit("steer", Inputs.SteerInput, raw)
+        yield* requireKey("steer", input.idempotencyKey)
+        const runId = input.runId
+        if (input.message.runId !== runId) {
+          return yield* new ControlError.InvalidInput({
+            issue: `message.runId: must be ${JSON.stringify(runId)}, received ${JSON.stringify(input.message.runId)}`
+          })
+        }
+        const principal = yield* runtime.stampPrincipal(actorOf(input.message.principal))
+        const message: ControlSchema.SteerMessage = { ...input.message, principal }
+        const key = input.idempotencyKey
+        const durableKey = yield* mutationKey("steer", key, principal)
+        const print = yield* fingerprint("steer", principal, intentOf(input))
+        let woke = false
+        const receipt = yield* mutate(host, {
+          operation: "steer",
+          key,
+          durableKey,
+          fingerprint: print,
+          lockKey: runId,
+          replay: true,
+          claimRunKey: false
+        }, () =>
+          Effect.gen(function*() {
+            woke = false
+            const current = yield* runtime.getRun(runId)
+            if (Runs.isTerminal(current.status)) return terminalReceipt(current)
+            yield* runtime.appendSteer(runId, message)
+            yield* emit(host, runId, "control.steer.enqueued", {
+              runId,
+              messageId: message.messageId,
+              kind: message.kind ?? "Message",
+              createdAt: message.createdAt
+            })
+            // Only something awaited (an event park) or a swept launch is woken by a steer.
+            const wakeable = (current.status === "parked" && current.waitingReason === "event") ||
+              (current.status === "accepted" && current.ownerId === undefined)
+            if (!wakeable) return accepted(key, runId)
+            const drift = yield* runtime.codeDrift(runId)
+            if (drift !== undefined) {
+              yield* Effect.logWarning("steer queued but run not woken: code drift", { runId })
+              return accepted(key, runId)
+            }
+            const resumed = yield* runtime.resume(runId, { scope: "launched" }).pipe(
+              Effect.map(Option.some),
+              Effect.catchTags({
+                ClaimLost: () => Effect.succeed(Option.none()),
+                RunNotFound: () => Effect.succeed(Option.none())
+              })
+            )
+            if (Option.isSome(resumed)) {
+              yield* emit(host, runId, "control.steer.woke", {
+                runId,
+                messageId: message.messageId,
+                status: resumed.value.status
+              })
+              woke = true
+            }
+            return accepted(key, runId)
+          }))
+        if (woke && executor !== undefined) {
+          yield* executor.resumeRun({ runId }).pipe(
+            Effect.catchAllCause((cause) => Effect.logWarning("steer re-drive failed", { runId, cause }))
+          )
+        }
+        return receipt
+      })
+
+    // ---- signal -------------------------------------------------------------
+    const signal: Service["signal"] = (raw) =>
+      Effect.gen(function*() {
+        const input = yield* admit("signal", Inputs.SignalInput, raw)
+        yield* requireKey("signal", input.idempotencyKey)
+        const runId = input.runId
+        const principal = yield* runtime.stampPrincipal(actorOf(input.principal))
+        const key = input.idempotencyKey
+        const commandId = yield* mutationKey("signal", key, principal)
+        const print = yield* fingerprint("signal", principal, intentOf(input))
+        const receipt = yield* mutate(host, {
+          operation: "signal",
+          key,
+          durableKey: commandId,
+          fingerprint: print,
+          lockKey: runId,
+          replay: true,
+          claimRunKey: true
+        }, () =>
+          Effect.gen(function*() {
+            const current = yield* runtime.getRun(runId)
+            if (Runs.isTerminal(current.status)) return terminalReceipt(current)
+            yield* runtime.admitSignal(commandId, runId, input.signal, principal)
+            yield* emit(host, runId, "control.signal.admitted", { commandId, runId, name: input.signal.name })
+            return accepted(key, runId)
+          }))
+        if (receipt._tag === "Terminal" || receipt._tag === "Conflict") return receipt
+        const command = yield* runtime.signalCommand(commandId)
+        if (command === undefined || command.state === "delivered" || command.state === "terminal") return receipt
+        const noMatch = new ControlError.NoMatchingWait({ runId, waitName: command.signal.name })
+        if (command.state === "rejected") return yield* noMatch
+        const answer = executor === undefined ? "unknown" as const : yield* executor.deliverSignal({
+          commandId,
+          token: command.token,
+          runId,
+          signal: command.signal,
+          ...(command.principal !== undefined ? { principal: command.principal } : {})
+        })
+        switch (answer) {
+          case "no-match":
+            yield* runtime.settleSignal(commandId, "rejected")
+            return yield* noMatch
+          case "refused":
+            yield* runtime.settleSignal(commandId, "rejected")
+            return yield* new ControlError.Unauthorized({
+              message: `caller may not answer wait ${command.signal.name} on run ${runId}`
+            })
+          case "delivered":
+            yield* runtime.settleSignal(commandId, "delivered")
+            return receipt
+          case "unknown":
+            return receipt
+        }
+      })
+
+    // ---- cancel -------------------------------------------------------------
+    const cancel: Service["cancel"] = (raw) =>
+      Effect.gen(function*() {
+        const input = yield* admit("cancel", Inputs.RunMutationInput, raw)
+        yield* requireKey("cancel", input.idempotencyKey)
+        const runId = input.runId
+        const principal = yield* runtime.stampPrincipal(actorOf(input.principal))
+        const key = input.idempotencyKey
+        const durableKey = yield* mutationKey("cancel", key, principal)
+        const print = yield* fingerprint("cancel", principal, intentOf(input))
+        let interruptible = false
+        const receipt = yield* mutate(host, {
+          operation: "cancel",
+          key,
+          durableKey,
+          fingerprint: print,
+          lockKey: runId,
+          // A cancel receipt is an answer about a run that changes: a repeat re-executes.
+          replay: false,
+          claimRunKey: false
+        }, (prior) =>
+          Effect.gen(function*() {
+            interruptible = false
+            const current = yield* runtime.getRun(runId)
+            if (Runs.isTerminal(current.status)) return terminalReceipt(current)
+            const record = yield* Runs.requestCancel(host, runId)
+            if (typeof record === "object") {
+              yield* Runs.reconcile(host, runId, record.status)
+              return { _tag: "Terminal", runId, status: record.status } satisfies ControlSchema.Receipt
+            }
+            // One attribution per cancellation, not per ask.
+            if (record !== "already-requested" && prior === undefined) {
+              yield* emit(host, runId, "control.run.cancel-requested", {
+                runId,
+                source: "control",
+                principal,
+                ...(input.reason !== undefined ? { reason: input.reason } : {})
+              })
+            }
+            interruptible = true
+            return accepted(key, runId)
+          }))
+        if (!interruptible) return receipt
+        const settled = yield* Runs.interruptAndSettle(host, runId)
+        if (executor !== undefined) {
+          yield* executor.settleCancelledPark({ runId }).pipe(
+            Effect.catchAllCause((cause) => Effect.logWarning("settling a cancelled park failed", { runId, cause }))
+          )
+        }
+        const final = yield* runtime.getRun(runId).pipe(Effect.orElseSucceed(() => settled))
+        if (!Runs.isTerminal(final.status)) {
+          const stored = yield* Runs.storeStatus(host, runId)
+          if (stored === "completed" || stored === "failed" || stored === "cancelled") {
+            yield* Runs.reconcile(host, runId, stored)
+            return { _tag: "Terminal", runId, status: stored } satisfies ControlSchema.Receipt
+          }
+          return receipt
+        }
+        return terminalReceipt(final)
+      })
+
+    // ---- reads --------------------------------------------------------------
+    const getRun: Service["getRun"] = (runId) => Effect.flatMap(runtime.getRun(runId), decorate)
+
+    const list: Service["list"] = (request) => listImpl(runtime, decorate, request)
+
+    return Control.of({
+      plan,
+      run,
+      approve: decide("approved"),
+      deny: decide("denied"),
+      steer,
+      signal,
+      cancel,
+      resume,
+      getRun,
+      list
+    })
+  }
+)
+
+/**
+ * Provides `Control` from `ControlRuntime` and `Journal` (reading
+ * `ControlExecutor` and `RunStore` when present).
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer: Layer.Layer<Control, never, ControlRuntime.ControlRuntime | Journal.Journal> = Layer.effect(
+  Control,
+  make
+)

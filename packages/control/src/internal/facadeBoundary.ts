@@ -1,0 +1,147 @@
+/**
+ * The facade's inert JSON boundary (§17.1): every mutation input is deep
+ * copied from own data properties only before anything reads it, so getters,
+ * `toJSON`, proxies' `get` traps and later caller mutation cannot influence
+ * what is decided or written.
+ */
+import { Effect, ParseResult, Schema } from "effect"
+import * as ControlError from "../ControlError.js"
+import { isDurableText, isDurableTextOfLength } from "./canonical.js"
+
+export const maxTextUnits = 4 * 1024 * 1024
+export const maxDepth = 128
+export const maxNodes = 100_000
+
+class Refusal {
+  constructor(readonly complaint: string) {}
+}
+
+const render = (path: ReadonlyArray<string | number>) =>
+  path.length === 0 ? "input" : path.map((p) => (typeof p === "number" ? `[${p}]` : p)).join(".").replace(/\.\[/g, "[")
+
+const copy = (value: unknown): unknown => {
+  let nodes = 0
+  let text = 0
+  const stack = new Set<object>()
+  const visit = (current: unknown, path: Array<string | number>, depth: number): unknown => {
+    nodes++
+    if (nodes > maxNodes) throw new Refusal(`more than ${maxNodes} values`)
+    if (depth > maxDepth) throw new Refusal(`${render(path)}: nested deeper than ${maxDepth}`)
+    switch (typeof current) {
+      case "string": {
+        text += current.length
+        if (text > maxTextUnits) throw new Refusal(`more than ${maxTextUnits} characters of text`)
+        if (!isDurableText(current)) {
+          throw new Refusal(`${render(path)}: contains U+0000 or an unpaired surrogate`)
+        }
+        return current
+      }
+      case "number":
+        if (!Number.isFinite(current)) throw new Refusal(`${render(path)}: is not a finite number`)
+        return current
+      case "boolean":
+        return current
+      case "undefined":
+        throw new Refusal(`${render(path)}: undefined is not JSON`)
+      case "bigint":
+        throw new Refusal(`${render(path)}: a bigint is not JSON`)
+      case "function":
+        throw new Refusal(`${render(path)}: a function is not JSON`)
+      case "symbol":
+        throw new Refusal(`${render(path)}: a symbol is not JSON`)
+    }
+    if (current === null) return null
+    const object = current as object
+    if (stack.has(object)) throw new Refusal(`${render(path)}: is a cycle`)
+    const isArray = Array.isArray(object)
+    const proto = Object.getPrototypeOf(object)
+    if (!isArray && proto !== Object.prototype && proto !== null) {
+      throw new Refusal(`${render(path)}: is not a plain object`)
+    }
+    stack.add(object)
+    const descriptors = Object.getOwnPropertyDescriptors(object)
+    let result: unknown
+    if (isArray) {
+      const lengthDescriptor = descriptors.length
+      const length = lengthDescriptor !== undefined && "value" in lengthDescriptor ? Number(lengthDescriptor.value) : 0
+      const out: Array<unknown> = []
+      for (const key of Reflect.ownKeys(descriptors)) {
+        if (key === "length") continue
+        if (typeof key === "symbol" || !/^(0|[1-9][0-9]*)$/.test(key) || Number(key) >= length) {
+          throw new Refusal(`${render(path)}: array has a non-index property`)
+        }
+      }
+      for (let index = 0; index < length; index++) {
+        const descriptor = descriptors[index]
+        if (descriptor === undefined) throw new Refusal(`${render([...path, index])}: is a hole`)
+        if (!("value" in descriptor)) throw new Refusal(`${render([...path, index])}: is an accessor`)
+        out.push(visit(descriptor.value, [...path, index], depth + 1))
+      }
+      result = out
+    } else {
+      const out: Record<string, unknown> = {}
+      for (const key of Reflect.ownKeys(descriptors)) {
+        if (typeof key === "symbol") throw new Refusal(`${render(path)}: has a symbol key`)
+        const descriptor = descriptors[key]!
+        if (!("value" in descriptor)) throw new Refusal(`${render([...path, key])}: is an accessor`)
+        if (!descriptor.enumerable) continue
+        if (!isDurableText(key)) throw new Refusal(`${render(path)}: a key contains U+0000 or an unpaired surrogate`)
+        // Like JSON, an undefined member is an absent member.
+        if (descriptor.value === undefined) continue
+        text += key.length
+        if (text > maxTextUnits) throw new Refusal(`more than ${maxTextUnits} characters of text`)
+        Object.defineProperty(out, key, {
+          value: visit(descriptor.value, [...path, key], depth + 1),
+          enumerable: true,
+          writable: true,
+          configurable: true
+        })
+      }
+      result = out
+    }
+    stack.delete(object)
+    return result
+  }
+  return visit(value, [], 0)
+}
+
+const pathOf = (error: ParseResult.ParseError): string => {
+  const issues = ParseResult.ArrayFormatter.formatErrorSync(error)
+  const first = issues[0]
+  if (first === undefined || first.path.length === 0) return "<root>"
+  return first.path.map(String).join(".")
+}
+
+/**
+ * Admits one mutation input: inert copy, then schema decoding.
+ * Fails `InvalidInput("<operation>: <complaint>")` or
+ * `InvalidInput("<operation>: invalid mutation at <path>")`.
+ */
+export const admit = <A, I>(
+  operation: string,
+  schema: Schema.Schema<A, I>,
+  value: unknown
+): Effect.Effect<A, ControlError.InvalidInput> =>
+  Effect.suspend(() => {
+    let copied: unknown
+    try {
+      copied = copy(value)
+    } catch (cause) {
+      if (cause instanceof Refusal) {
+        return Effect.fail(new ControlError.InvalidInput({ issue: `${operation}: ${cause.complaint}` }))
+      }
+      // A proxy or exotic object whose descriptor traps throw is refused too.
+      return Effect.fail(new ControlError.InvalidInput({ issue: `${operation}: input is not inert JSON data` }))
+    }
+    return Schema.decodeUnknown(schema, { onExcessProperty: "error" })(copied).pipe(
+      Effect.mapError((error) => new ControlError.InvalidInput({ issue: `${operation}: invalid mutation at ${pathOf(error)}` }))
+    )
+  })
+
+/** Idempotency keys: 1..1024 UTF-16 units, no NUL, no unpaired surrogate. */
+export const requireKey = (operation: string, key: string): Effect.Effect<void, ControlError.InvalidInput> =>
+  isDurableTextOfLength(key, 1024)
+    ? Effect.void
+    : Effect.fail(
+      new ControlError.InvalidInput({ issue: `${operation}.idempotencyKey: must be 1 to 1024 well-formed characters` })
+    )
