@@ -1,0 +1,348 @@
+/**
+ * The `baton` command-line interface (node.md 6): `runs`, `run`, `plans`, `plan`, `approve`, `deny`,
+ * `launch`, `cancel`, `resume`, `signal`, `journal`, `doctor`, built on `@effect/cli` over a client-mode
+ * {@link NodeRuntime}. Tables for people, `--json` for scripts, and the exit codes of node.md 6.3:
+ * 0 success, 1 unexpected, 2 usage, 3 not found, 4 refused by state, 5 database unavailable, 6 doctor
+ * found a FAIL.
+ *
+ * @since 0.1.0
+ */
+import * as Args from "@effect/cli/Args"
+import * as Command from "@effect/cli/Command"
+import * as Options from "@effect/cli/Options"
+import * as ValidationError from "@effect/cli/ValidationError"
+import * as NodeContext from "@effect/platform-node/NodeContext"
+import * as Cause from "effect/Cause"
+import * as Console from "effect/Console"
+import * as Data from "effect/Data"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Option from "effect/Option"
+import * as Doctor from "./internal/cliDoctor.js"
+import { CliFailure, fromError, render, renderJson } from "./internal/cliFailure.js"
+import * as Parse from "./internal/cliParse.js"
+import * as Session from "./internal/cliSession.js"
+import * as Verbs from "./internal/cliVerbs.js"
+
+/**
+ * The exit code a verb ended with, carried through @effect/cli's error channel.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export class CliExit extends Data.TaggedError("@baton/node/CliExit")<{ readonly code: number }> {}
+
+const globalOptions = {
+  json: Options.boolean("json").pipe(Options.withDescription("print one JSON document (journal --follow: one entry per line)")),
+  db: Options.text("db").pipe(Options.withDescription("SQLite database file (env BATON_DB; default ./baton.db)"), Options.optional),
+  pg: Options.text("pg").pipe(Options.withDescription("PostgreSQL URL (env BATON_PG_URL)"), Options.optional),
+  schema: Options.text("schema").pipe(Options.withDescription("PostgreSQL schema (default baton)"), Options.optional),
+  lockWait: Options.text("lock-wait").pipe(Options.withDescription("how long writes retry a held lock (default 5s)"), Options.optional),
+  config: Options.text("config").pipe(Options.withDescription("module exporting { flows, migrations } (env BATON_CONFIG)"), Options.optional),
+  as: Options.text("as").pipe(Options.withDescription("principal: <id> or <kind>:<id> (default: the OS user)"), Options.optional)
+}
+
+type GlobalValues = {
+  readonly json: boolean
+  readonly db: Option.Option<string>
+  readonly pg: Option.Option<string>
+  readonly schema: Option.Option<string>
+  readonly lockWait: Option.Option<string>
+  readonly config: Option.Option<string>
+  readonly as: Option.Option<string>
+}
+
+const u = <A>(o: Option.Option<A>): A | undefined => Option.getOrUndefined(o)
+
+const tty = (): boolean => process.stdout.isTTY === true && (process.env["NO_COLOR"] ?? "") === ""
+
+/**
+ * Runs one verb: resolve the globals, pre-flight the file, load the catalog, build the client runtime,
+ * run `body`, and turn every failure into a printed message and an exit code.
+ */
+const verb = (
+  raw: GlobalValues,
+  access: Session.Access,
+  // The body's requirements are the client runtime's services (NodeRuntime's Provided).
+  body: (ctx: Verbs.VerbContext) => Effect.Effect<void | number, unknown, any>,
+  options: { readonly onEmpty?: (ctx: Verbs.VerbContext) => Effect.Effect<void | number, unknown> } = {}
+): Effect.Effect<void, CliExit> =>
+  Effect.gen(function*() {
+    let json = raw.json
+    const program = Effect.gen(function*() {
+      const globals = yield* Effect.try({
+        try: () =>
+          Session.resolveGlobals({
+            json: raw.json,
+            db: u(raw.db),
+            pg: u(raw.pg),
+            schema: u(raw.schema),
+            lockWait: u(raw.lockWait),
+            config: u(raw.config),
+            as: u(raw.as)
+          }),
+        catch: (e) => e
+      })
+      json = globals.json
+      const state = yield* Effect.try({ try: () => Session.preflight(globals, access), catch: (e) => e })
+      const catalog = yield* Session.loadCatalog(globals)
+      const ctx: Verbs.VerbContext = { globals, catalog, tty: tty() }
+      if (state === "empty") {
+        if (options.onEmpty === undefined) return undefined
+        return yield* options.onEmpty(ctx)
+      }
+      const checked = access === "read" && options.onEmpty !== undefined
+        ? Effect.zipRight(Session.requireCurrentSchema(globals), body(ctx))
+        : body(ctx)
+      const provided = checked.pipe(Effect.provide(Session.layer(globals, access, catalog))) as Effect.Effect<
+        void | number,
+        unknown
+      >
+      return yield* provided
+    })
+    const exit = yield* Effect.exit(
+      program.pipe(Effect.catchAllDefect((defect) => Effect.fail(defect instanceof CliFailure ? defect : new CliFailure({ exitCode: 1, code: "defect", message: String(defect) }))))
+    )
+    if (Exit.isSuccess(exit)) {
+      const code = typeof exit.value === "number" ? exit.value : 0
+      if (code !== 0) return yield* new CliExit({ code })
+      return
+    }
+    if (Cause.isInterruptedOnly(exit.cause)) return
+    const error = Cause.squash(exit.cause)
+    const target = {
+      location: (() => {
+        try {
+          return Session.location(Session.resolveGlobals({ json: raw.json, db: u(raw.db), pg: u(raw.pg), schema: u(raw.schema), lockWait: undefined, config: undefined, as: undefined }))
+        } catch {
+          return "the database"
+        }
+      })(),
+      lockWaitMs: (() => {
+        try {
+          return u(raw.lockWait) === undefined ? 5_000 : Parse.durationMs("--lock-wait", u(raw.lockWait)!)
+        } catch {
+          return 5_000
+        }
+      })()
+    }
+    const failure = fromError(error, target)
+    if (json) yield* Console.log(renderJson(failure))
+    else yield* Console.error(render(failure))
+    return yield* new CliExit({ code: failure.exitCode })
+  })
+
+// ---------------------------------------------------------------------------------------------
+
+const runsCommand = Command.make("runs", {
+  ...globalOptions,
+  status: Options.text("status").pipe(Options.withDescription(`one of ${Parse.runStatuses.join(", ")}`), Options.optional),
+  flow: Options.text("flow").pipe(Options.optional),
+  parent: Options.text("parent").pipe(Options.optional),
+  lineage: Options.text("lineage").pipe(Options.optional),
+  launchedBy: Options.text("launched-by").pipe(Options.optional),
+  since: Options.text("since").pipe(Options.withDescription("ISO 8601, epoch ms, or 90s/15m/2h/3d back from now"), Options.optional),
+  until: Options.text("until").pipe(Options.optional),
+  terminal: Options.boolean("terminal"),
+  live: Options.boolean("live"),
+  order: Options.choice("order", ["newest", "oldest"]).pipe(Options.withDefault("newest" as const)),
+  limit: Options.integer("limit").pipe(Options.withDefault(50)),
+  cursor: Options.text("cursor").pipe(Options.optional),
+  all: Options.boolean("all")
+}, (o) =>
+  verb(o, "read", (ctx) =>
+    Verbs.runs(ctx, {
+      status: u(o.status),
+      flow: u(o.flow),
+      parent: u(o.parent),
+      lineage: u(o.lineage),
+      launchedBy: u(o.launchedBy),
+      since: u(o.since),
+      until: u(o.until),
+      terminal: o.terminal,
+      live: o.live,
+      order: o.order,
+      limit: o.limit,
+      cursor: u(o.cursor),
+      all: o.all
+    }), {
+    onEmpty: (ctx) =>
+      Effect.gen(function*() {
+        // Validate the filters even on an empty database: bad values are still usage errors.
+        Verbs.runFilters({
+          status: u(o.status), flow: undefined, parent: undefined, lineage: undefined, launchedBy: undefined,
+          since: u(o.since), until: u(o.until), terminal: o.terminal, live: o.live, order: o.order, limit: o.limit,
+          cursor: undefined, all: false
+        }, Date.now())
+        yield* Console.log(ctx.globals.json ? JSON.stringify({ _tag: "runs", items: [] }) : "No runs.")
+      })
+  })).pipe(Command.withDescription("list runs, newest first"))
+
+const runCommand = Command.make("run", {
+  ...globalOptions,
+  runId: Args.text({ name: "runId" }),
+  tail: Options.integer("tail").pipe(Options.withDefault(20))
+}, (o) =>
+  verb(o, "read", (ctx) => Verbs.run(ctx, o.runId, o.tail), {
+    onEmpty: (ctx) => Effect.fail(new CliFailure({ exitCode: 3, code: "run_not_found", message: `run "${o.runId}" not found in ${Session.location(ctx.globals)}` }))
+  })).pipe(Command.withDescription("show a run: summary, attempts, open waits, journal tail"))
+
+const plansCommand = Command.make("plans", {
+  ...globalOptions,
+  flow: Options.text("flow").pipe(Options.optional),
+  decision: Options.text("decision").pipe(Options.optional),
+  limit: Options.integer("limit").pipe(Options.withDefault(50)),
+  cursor: Options.text("cursor").pipe(Options.optional)
+}, (o) =>
+  verb(o, "read", (ctx) => Verbs.plans(ctx, { flow: u(o.flow), decision: u(o.decision), limit: o.limit, cursor: u(o.cursor) }), {
+    onEmpty: (ctx) => Console.log(ctx.globals.json ? JSON.stringify({ _tag: "plans", items: [] }) : "No plans.")
+  })).pipe(Command.withDescription("list plans"))
+
+const planCommand = Command.make("plan", {
+  ...globalOptions,
+  flow: Args.text({ name: "flow" }),
+  input: Options.text("input").pipe(Options.withDescription("the flow's input as JSON"), Options.optional),
+  inputFile: Options.text("input-file").pipe(Options.withDescription("read the input JSON from a file, or - for stdin"), Options.optional),
+  key: Options.text("key").pipe(Options.optional)
+}, (o) =>
+  verb(o, "write", (ctx) =>
+    Verbs.readInput(u(o.input), u(o.inputFile)).pipe(
+      Effect.flatMap((input) => Verbs.plan(ctx, o.flow, input, u(o.key)))
+    ))).pipe(Command.withDescription("plan a run of a flow; prints the card to approve"))
+
+const decideOptions = {
+  ...globalOptions,
+  target: Args.text({ name: "planId | runId:requestId" }),
+  scope: Options.choice("scope", ["once", "run", "remembered"]).pipe(Options.optional),
+  reason: Options.text("reason").pipe(Options.withDescription("why (1 to 1000 characters), stored with the decision"), Options.optional),
+  key: Options.text("key").pipe(Options.optional)
+}
+
+const approveCommand = Command.make("approve", decideOptions, (o) =>
+  verb(o, "write", (ctx) => Verbs.decide(ctx, "approve", o.target, { scope: u(o.scope), reason: u(o.reason), key: u(o.key) })))
+  .pipe(Command.withDescription("approve a plan or a run's approval request"))
+
+const denyCommand = Command.make("deny", decideOptions, (o) =>
+  verb(o, "write", (ctx) => Verbs.decide(ctx, "deny", o.target, { scope: u(o.scope), reason: u(o.reason), key: u(o.key) })))
+  .pipe(Command.withDescription("deny a plan or a run's approval request"))
+
+const launchCommand = Command.make("launch", {
+  ...globalOptions,
+  planId: Args.text({ name: "planId" }),
+  key: Options.text("key").pipe(Options.optional)
+}, (o) => verb(o, "write", (ctx) => Verbs.launch(ctx, o.planId, u(o.key))))
+  .pipe(Command.withDescription("launch an approved plan; a host picks the run up"))
+
+const cancelCommand = Command.make("cancel", {
+  ...globalOptions,
+  runId: Args.text({ name: "runId" }),
+  reason: Options.text("reason").pipe(Options.optional),
+  key: Options.text("key").pipe(Options.optional)
+}, (o) => verb(o, "write", (ctx) => Verbs.cancel(ctx, o.runId, { reason: u(o.reason), key: u(o.key) })))
+  .pipe(Command.withDescription("cancel a run"))
+
+const resumeCommand = Command.make("resume", {
+  ...globalOptions,
+  runId: Args.text({ name: "runId" }),
+  allowCodeDrift: Options.boolean("allow-code-drift"),
+  key: Options.text("key").pipe(Options.optional)
+}, (o) => verb(o, "write", (ctx) => Verbs.resume(ctx, o.runId, { allowCodeDrift: o.allowCodeDrift, key: u(o.key) })))
+  .pipe(Command.withDescription("resume a released or parked run"))
+
+const signalCommand = Command.make("signal", {
+  ...globalOptions,
+  runId: Args.text({ name: "runId" }),
+  name: Args.text({ name: "name" }),
+  payload: Args.text({ name: "json" }).pipe(Args.optional),
+  key: Options.text("key").pipe(Options.optional)
+}, (o) => verb(o, "write", (ctx) => Verbs.signal(ctx, o.runId, o.name, u(o.payload), u(o.key))))
+  .pipe(Command.withDescription("send a signal to a run's wait"))
+
+const journalCommand = Command.make("journal", {
+  ...globalOptions,
+  runId: Args.text({ name: "runId" }),
+  follow: Options.boolean("follow").pipe(Options.withAlias("f")),
+  after: Options.integer("after").pipe(Options.optional),
+  type: Options.text("type").pipe(Options.repeated),
+  noOwnership: Options.boolean("no-ownership")
+}, (o) =>
+  verb(o, "read", (ctx) =>
+    Verbs.journal(ctx, o.runId, {
+      follow: o.follow,
+      after: u(o.after),
+      types: o.type,
+      noOwnership: o.noOwnership,
+      pollMs: 500
+    }), {
+    onEmpty: (ctx) => Effect.fail(new CliFailure({ exitCode: 3, code: "run_not_found", message: `run "${o.runId}" not found in ${Session.location(ctx.globals)}` }))
+  })).pipe(Command.withDescription("print a run's journal; --follow until it ends"))
+
+const doctorCommand = Command.make("doctor", {
+  ...globalOptions,
+  fix: Options.boolean("fix").pipe(Options.withDescription("recover orphaned claims whose claimant is dead"))
+}, (o) =>
+  verb(o, o.fix ? "write" : "read", (ctx) =>
+    Doctor.doctor(ctx.globals, ctx.catalog, o.fix).pipe(Effect.flatMap((findings) => Doctor.report(findings, ctx.globals.json))), {
+    onEmpty: (ctx) => Doctor.report([{ check: "file", level: "OK", message: `${Session.location(ctx.globals)} is an empty database` }], ctx.globals.json)
+  })).pipe(Command.withDescription("check the database and the runs in it"))
+
+/**
+ * The `baton` command tree.
+ *
+ * @since 0.1.0
+ * @category commands
+ */
+export const command = Command.make("baton").pipe(
+  Command.withDescription("Baton: durable runs with fenced ownership"),
+  Command.withSubcommands([
+    runsCommand,
+    runCommand,
+    plansCommand,
+    planCommand,
+    approveCommand,
+    denyCommand,
+    launchCommand,
+    cancelCommand,
+    resumeCommand,
+    signalCommand,
+    journalCommand,
+    doctorCommand
+  ])
+)
+
+/**
+ * The verbs, for argument hoisting and help.
+ *
+ * @since 0.1.0
+ * @category commands
+ */
+export const verbs: ReadonlyArray<string> = [
+  "runs", "run", "plans", "plan", "approve", "deny", "launch", "cancel", "resume", "signal", "journal", "doctor"
+]
+
+const cli = Command.run(command, { name: "baton", version: "0.1.0" })
+
+/**
+ * Runs the CLI over `argv` (`process.argv`: the first two entries are node and the script) and answers
+ * the exit code. Never fails: errors are printed (`baton: …` on stderr, or a JSON error document with
+ * `--json`) and become the code.
+ *
+ * @since 0.1.0
+ * @category running
+ */
+export const run = (argv: ReadonlyArray<string>): Effect.Effect<number> => {
+  const [node = "node", script = "baton", ...rest] = argv
+  const args = [node, script, ...Parse.hoistGlobals(rest, verbs)]
+  return cli(args).pipe(
+    Effect.as(0),
+    Effect.catchAll((error) =>
+      error instanceof CliExit
+        ? Effect.succeed(error.code)
+        : ValidationError.isValidationError(error)
+        ? Effect.succeed(2)
+        : Console.error(`baton: ${String(error)}`).pipe(Effect.as(1))
+    ),
+    Effect.catchAllDefect((defect) => Console.error(`baton: unexpected failure: ${String(defect)}`).pipe(Effect.as(1))),
+    Effect.provide(NodeContext.layer)
+  )
+}

@@ -1,0 +1,202 @@
+/**
+ * `baton doctor` (node.md 6.4): file, ledger, schema, stuck runs, orphaned claims and backlog checks,
+ * each OK, WARN or FAIL, through the packages' public reads only (plus SQLite pragmas about the file).
+ */
+import * as Migrations from "@baton/database/Migrations"
+import * as ControlRuntime from "@baton/control/ControlRuntime"
+import * as Journal from "@baton/journal/Journal"
+import * as AttemptStore from "@baton/run-store/AttemptStore"
+import * as Ownership from "@baton/run-store/Ownership"
+import * as RunStore from "@baton/run-store/RunStore"
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as Clock from "effect/Clock"
+import * as Console from "effect/Console"
+import * as Effect from "effect/Effect"
+import * as fs from "node:fs"
+import * as HostIdentity from "../HostIdentity.js"
+import * as NodeRuntime from "../NodeRuntime.js"
+import * as ProcessLiveness from "../ProcessLiveness.js"
+import { databaseCode } from "./cliFailure.js"
+import { hostPid } from "./cliRender.js"
+import type { Catalog, Globals } from "./cliSession.js"
+import { librarySets, location } from "./cliSession.js"
+
+/** One check's verdict. */
+export interface Finding {
+  readonly check: string
+  readonly level: "OK" | "WARN" | "FAIL"
+  readonly message: string
+  readonly hint?: string | undefined
+}
+
+const staleAfterMs = 30_000
+
+const ok = (check: string, message: string): Finding => ({ check, level: "OK", message })
+const warn = (check: string, message: string, hint?: string): Finding => ({ check, level: "WARN", message, hint })
+const fail = (check: string, message: string, hint?: string): Finding => ({ check, level: "FAIL", message, hint })
+
+const schemaProbe = <A, E, R>(call: string, effect: Effect.Effect<A, E, R>): Effect.Effect<Finding | undefined, never, R> =>
+  effect.pipe(
+    Effect.as(undefined),
+    Effect.catchAll((error) =>
+      Effect.succeed(
+        databaseCode(error) === "schema" || /no such table|no such column|does not exist/i.test(String((error as { message?: unknown })?.message ?? ""))
+          ? fail("schema", `${call} fails: a table or column is missing (${String((error as { message?: unknown })?.message ?? error)})`, "restore the database from a backup, or start over with a new file")
+          : undefined
+      )
+    ),
+    Effect.catchAllDefect((defect) => Effect.succeed(fail("schema", `${call} fails: ${String(defect)}`)))
+  )
+
+/** Runs every check; with `fix`, recovers orphaned claims whose claimant is dead. */
+export const doctor = (globals: Globals, catalog: Catalog | undefined, fix: boolean) =>
+  Effect.gen(function*() {
+    const findings: Array<Finding> = []
+    const sql = yield* SqlClient.SqlClient
+    const runtime = yield* ControlRuntime.ControlRuntime
+    const store = yield* RunStore.RunStore
+    const attempts = yield* AttemptStore.AttemptStore
+    const journal = yield* Journal.Journal
+    const host = yield* NodeRuntime.NodeHost
+    const nowMs = yield* Clock.currentTimeMillis
+
+    // file
+    if (globals.pg === undefined) {
+      const path = location(globals)
+      const problems: Array<string> = []
+      const mode = fs.statSync(path).mode & 0o777
+      if ((mode & 0o077) !== 0) problems.push(`permissions ${mode.toString(8)} are wider than owner-only (the file holds unredacted inputs)`)
+      const journalMode = yield* sql.unsafe<{ journal_mode: string }>("PRAGMA journal_mode").pipe(Effect.orElseSucceed(() => []))
+      const modeName = String(journalMode[0]?.journal_mode ?? "unknown").toLowerCase()
+      if (modeName !== "wal") problems.push(`journal mode is ${modeName}, not wal`)
+      const quick = yield* sql.unsafe<Record<string, unknown>>("PRAGMA quick_check").pipe(Effect.either)
+      const quickText = quick._tag === "Right" ? String(Object.values(quick.right[0] ?? {})[0] ?? "ok") : String(quick.left)
+      if (quickText !== "ok") findings.push(fail("file", `${path} is damaged: ${quickText}`, "restore it from a backup"))
+      else findings.push(problems.length === 0 ? ok("file", `${path} is a healthy SQLite file in WAL mode`) : warn("file", problems.join("; "), `chmod 600 ${path}`))
+    } else {
+      findings.push(ok("connection", `connected to ${location(globals)}`))
+    }
+
+    // ledger
+    const status = yield* Migrations.status([...librarySets, ...(catalog?.migrations ?? [])]).pipe(Effect.either)
+    if (status._tag === "Left") {
+      findings.push(fail("ledger", String((status.left as { message?: unknown }).message ?? status.left)))
+    } else if (status.right.pending.length > 0) {
+      findings.push(warn("ledger", `${status.right.pending.length} migrations pending`, "any mutating command or a host start applies them"))
+    } else if (status.right.foreign.length > 0) {
+      const blocks = [...new Set(status.right.foreign.map((m) => m.namespace))]
+      findings.push(warn("ledger", `${status.right.applied.length} migrations applied; foreign blocks: ${blocks.join(", ")}`, "pass --config to check the application's migrations"))
+    } else {
+      findings.push(ok("ledger", `${status.right.applied.length} migrations applied, none pending`))
+    }
+
+    // schema
+    const probes = yield* Effect.all([
+      schemaProbe("RunStore.get", store.get("baton-doctor-probe")),
+      schemaProbe("AttemptStore.list", attempts.list("baton-doctor-probe")),
+      schemaProbe("Journal.entries", journal.entries({ runId: "baton-doctor-probe", limit: 1 })),
+      schemaProbe("ControlRuntime.pageRunIds", runtime.pageRunIds({ limit: 1 })),
+      schemaProbe("ControlRuntime.pagePlanIds", runtime.pagePlanIds({ limit: 1 })),
+      schemaProbe("ControlRuntime.pendingResumes", runtime.pendingResumes),
+      schemaProbe("ControlRuntime.signalCommands", runtime.signalCommands({ limit: 1 }))
+    ])
+    const schemaFailures = probes.filter((f): f is Finding => f !== undefined)
+    if (globals.pg === undefined) {
+      const fk = yield* sql.unsafe<Record<string, unknown>>("PRAGMA foreign_key_check").pipe(Effect.orElseSucceed(() => []))
+      if (fk.length > 0) schemaFailures.push(fail("schema", `PRAGMA foreign_key_check lists ${fk.length} rows`))
+    }
+    findings.push(...(schemaFailures.length === 0 ? [ok("schema", "every public read works")] : schemaFailures))
+
+    // stuck runs and orphaned claims
+    const page = yield* runtime.hostCandidates({ nowMs, limit: 500 }).pipe(Effect.either)
+    if (page._tag === "Left") {
+      findings.push(fail("stuck runs", `ControlRuntime.hostCandidates fails: ${String((page.left as { message?: unknown }).message ?? page.left)}`))
+    } else {
+      const stuck: Array<Finding> = []
+      const orphans: Array<Finding> = []
+      for (const c of page.right.candidates) {
+        if (c.kind === "stale-owner" && c.owner !== undefined) {
+          const ageS = Math.round((nowMs - (c.heartbeatAtMs ?? c.updatedAt)) / 1000)
+          const verdict = yield* ProcessLiveness.probe(c.owner, {
+            claimant: HostIdentity.ownerOf(host.identity),
+            heartbeatAtMs: c.heartbeatAtMs ?? null,
+            nowMs
+          })
+          if (c.owner.hostId === host.identity.hostId && verdict.alive) {
+            stuck.push(fail(
+              "stuck runs",
+              `${c.runId}: owner pid ${c.owner.pid} is alive but not heartbeating (lease ${ageS} s old; ${verdict.reason})`,
+              `kill ${c.owner.pid}, or start hosts with takeOverHungOwnersAfter`
+            ))
+          } else {
+            stuck.push(warn("stuck runs", `${c.runId}: owner ${hostPid(c.owner)} stopped heartbeating ${ageS} s ago (${verdict.reason}); a host will take it over`))
+          }
+        } else if (c.kind === "released" && nowMs - c.updatedAt > 60_000) {
+          stuck.push(warn("stuck runs", `${c.runId} (${c.flowId}) waits for a host since ${Math.round((nowMs - c.updatedAt) / 1000)} s`, `no host serves flow ${c.flowId}?`))
+        } else if (c.kind === "orphaned-claim" && c.claim !== undefined) {
+          const claim = c.claim
+          const claimedAtMs = c.claimedAtMs ?? 0
+          if (fix) {
+            const observer = HostIdentity.ownerOf(host.identity)
+            const verdict = yield* ProcessLiveness.probe(claim, { claimant: observer, heartbeatAtMs: claimedAtMs, nowMs })
+            if (verdict.alive) {
+              orphans.push(warn("orphaned claims", `${c.runId}: claimant ${hostPid(claim)} is still alive (${verdict.reason}); left alone`))
+            } else {
+              const outcome = yield* store.recoverClaim(c.runId, claim, claimedAtMs, observer, nowMs, Ownership.evidenceFor(claim, observer, nowMs))
+              orphans.push(
+                outcome._tag === "Recovered"
+                  ? ok("orphaned claims", `${c.runId}: recovered the orphaned claim of ${hostPid(claim)}`)
+                  : warn("orphaned claims", `${c.runId}: not recovered (${outcome._tag})`)
+              )
+            }
+          } else {
+            orphans.push(warn("orphaned claims", `${c.runId}: orphaned claim by ${hostPid(claim)} since ${Math.round((nowMs - claimedAtMs) / 1000)} s`, "baton doctor --fix"))
+          }
+        }
+      }
+      if (catalog?.flows !== undefined && catalog.flows.length > 0) {
+        for (const c of page.right.candidates) {
+          const drift = yield* runtime.codeDrift(c.runId).pipe(Effect.orElseSucceed(() => undefined))
+          if (drift !== undefined) {
+            stuck.push(warn("stuck runs", `${c.runId}: recorded code ${drift.recorded ?? "?"}, this build ${drift.current ?? "?"}`, `baton resume ${c.runId} --allow-code-drift`))
+          }
+        }
+      }
+      findings.push(...(stuck.length === 0 ? [ok("stuck runs", "no stale owners or unserved runs")] : stuck))
+      findings.push(...(orphans.length === 0 ? [ok("orphaned claims", "none")] : orphans))
+    }
+
+    // backlog
+    const backlog: Array<Finding> = []
+    const resumes = yield* runtime.pendingResumes.pipe(Effect.orElseSucceed(() => []))
+    const oldResumes = resumes.filter((r) => r.requestedAtMs < nowMs - staleAfterMs)
+    if (oldResumes.length > 0) {
+      backlog.push(warn("backlog", `${oldResumes.length} resume delegations older than 30 s (${oldResumes.map((r) => r.runId).slice(0, 5).join(", ")})`, "start a host for their flows"))
+    }
+    const signals = yield* runtime.signalCommands({ state: "pending", limit: 500 }).pipe(Effect.orElseSucceed(() => []))
+    const unowned: Array<string> = []
+    for (const s of signals) {
+      const summary = yield* runtime.getRun(s.runId).pipe(Effect.option)
+      if (summary._tag === "Some" && summary.value.ownerId === undefined) unowned.push(s.runId)
+    }
+    if (unowned.length > 0) {
+      backlog.push(warn("backlog", `${unowned.length} pending signals for runs no process owns (${[...new Set(unowned)].slice(0, 5).join(", ")})`, "start a host for their flows"))
+    }
+    findings.push(...(backlog.length === 0 ? [ok("backlog", "no old delegations or undelivered signals")] : backlog))
+    return findings
+  })
+
+/** Prints findings (a line each, or one JSON document); answers the exit code (0, or 6 with a FAIL). */
+export const report = (findings: ReadonlyArray<Finding>, json: boolean) =>
+  Effect.gen(function*() {
+    const failed = findings.some((f) => f.level === "FAIL")
+    if (json) {
+      yield* Console.log(JSON.stringify({ ok: !failed, checks: findings }))
+    } else {
+      const width = Math.max(...findings.map((f) => f.check.length))
+      for (const f of findings) {
+        yield* Console.log(`${f.level.padEnd(4)}  ${f.check.padEnd(width)}  ${f.message}${f.hint === undefined ? "" : `\n${" ".repeat(width + 8)}hint: ${f.hint}`}`)
+      }
+    }
+    return failed ? 6 : 0
+  })

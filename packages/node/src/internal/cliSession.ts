@@ -1,0 +1,177 @@
+/**
+ * How a CLI verb reaches the database (node.md 6.1): global options, the pre-flight checks that keep
+ * read verbs from creating anything, the optional flow catalog (`--config`), and the client-mode
+ * `NodeRuntime` every verb runs in.
+ */
+import * as Migrations from "@baton/database/Migrations"
+import * as ControlMigrations from "@baton/control/Migrations"
+import * as JournalMigrations from "@baton/journal/Migrations"
+import * as RunStoreMigrations from "@baton/run-store/Migrations"
+import type * as ApprovalAuthority from "@baton/control/ApprovalAuthority"
+import * as Effect from "effect/Effect"
+import * as fs from "node:fs"
+import * as nodePath from "node:path"
+import { pathToFileURL } from "node:url"
+import type * as Flow from "../Flow.js"
+import * as NodeRuntime from "../NodeRuntime.js"
+import { CliFailure } from "./cliFailure.js"
+import * as Parse from "./cliParse.js"
+
+/** Options every verb accepts, already resolved against the environment. */
+export interface Globals {
+  readonly json: boolean
+  readonly db: string | undefined
+  readonly pg: string | undefined
+  readonly schema: string | undefined
+  readonly lockWaitMs: number
+  readonly config: string | undefined
+  readonly as: string | undefined
+}
+
+/** Raw option values as @effect/cli hands them over. */
+export interface RawGlobals {
+  readonly json: boolean
+  readonly db: string | undefined
+  readonly pg: string | undefined
+  readonly schema: string | undefined
+  readonly lockWait: string | undefined
+  readonly config: string | undefined
+  readonly as: string | undefined
+}
+
+/** Resolves flags and environment (`BATON_DB`, `BATON_PG_URL`, `BATON_CONFIG`); `--db` with `--pg` is usage. */
+export const resolveGlobals = (raw: RawGlobals, env: NodeJS.ProcessEnv = process.env): Globals => {
+  if (raw.db !== undefined && raw.pg !== undefined) {
+    throw new CliFailure({ exitCode: 2, code: "usage", message: "--db and --pg are mutually exclusive; pass one database" })
+  }
+  const pg = raw.pg ?? (raw.db === undefined ? nonEmpty(env["BATON_PG_URL"]) : undefined)
+  const db = pg === undefined ? raw.db ?? nonEmpty(env["BATON_DB"]) ?? "./baton.db" : undefined
+  return {
+    json: raw.json,
+    db,
+    pg,
+    schema: raw.schema,
+    lockWaitMs: raw.lockWait === undefined ? 5_000 : Parse.durationMs("--lock-wait", raw.lockWait),
+    config: raw.config ?? nonEmpty(env["BATON_CONFIG"]),
+    as: raw.as
+  }
+}
+
+const nonEmpty = (s: string | undefined): string | undefined => (s === undefined || s.length === 0 ? undefined : s)
+
+/** Where the verb points, for messages: the absolute file path or the redacted URL and schema. */
+export const location = (globals: Globals): string => {
+  if (globals.pg !== undefined) {
+    try {
+      const url = new URL(globals.pg)
+      if (url.password !== "") url.password = "***"
+      return `${url.toString()} (schema ${globals.schema ?? "baton"})`
+    } catch {
+      return "the PostgreSQL URL"
+    }
+  }
+  return nodePath.resolve(globals.db ?? "./baton.db")
+}
+
+/** What `--config` loads: the host's catalog. */
+export interface Catalog {
+  readonly flows?: ReadonlyArray<Flow.Any>
+  readonly migrations?: ReadonlyArray<Migrations.MigrationSet>
+  readonly approvalAuthority?: ApprovalAuthority.Service
+  readonly principal?: { readonly id: string; readonly kind: string }
+}
+
+/** Loads `--config` / `BATON_CONFIG` / `baton.config.mjs|.js` in the working directory; none → `undefined`. */
+export const loadCatalog = (globals: Globals): Effect.Effect<Catalog | undefined, CliFailure> => {
+  const explicit = globals.config
+  const candidates = explicit !== undefined
+    ? [nodePath.resolve(explicit)]
+    : ["baton.config.mjs", "baton.config.js"].map((f) => nodePath.resolve(f)).filter((f) => fs.existsSync(f))
+  const file = candidates[0]
+  if (file === undefined) return Effect.succeed(undefined)
+  return Effect.tryPromise({
+    try: () => import(pathToFileURL(file).href) as Promise<Record<string, unknown>>,
+    catch: (error) =>
+      new CliFailure({
+        exitCode: 2,
+        code: "config",
+        message: `cannot load the flow catalog ${file}: ${error instanceof Error ? error.message : String(error)}`
+      })
+  }).pipe(
+    Effect.map((module) => (module["default"] ?? module) as Catalog)
+  )
+}
+
+/** The library migration sets every Baton database composes, before the application's. */
+export const librarySets: ReadonlyArray<Migrations.MigrationSet> = [
+  JournalMigrations.set,
+  RunStoreMigrations.set,
+  ControlMigrations.set
+]
+
+/** How a verb opens the database. */
+export type Access = "read" | "write"
+
+/**
+ * SQLite pre-flight: a missing file is exit 5 for every verb (nothing is created); a 0-byte file is an
+ * empty database (answered `"empty"` for reads, initialised by writes).
+ */
+export const preflight = (globals: Globals, access: Access): "ok" | "empty" => {
+  if (globals.pg !== undefined) return "ok"
+  const path = location(globals)
+  let stat: fs.Stats
+  try {
+    stat = fs.statSync(path)
+  } catch {
+    throw new CliFailure({
+      exitCode: 5,
+      code: "not_found",
+      message: `no database at ${path}`,
+      hint: "a host creates it (pnpm start), or pass --db <file>"
+    })
+  }
+  if (stat.isFile() && stat.size === 0 && access === "read") return "empty"
+  return "ok"
+}
+
+/** Writer retry options that give up after about `lockWaitMs` on a held lock. */
+export const writerOptions = (lockWaitMs: number) => {
+  const maxDelayMs = 250
+  const baseDelayMs = 25
+  return { baseDelayMs, maxDelayMs, maxAttempts: Math.max(2, Math.ceil(lockWaitMs / maxDelayMs) + 3) }
+}
+
+/** The client-mode runtime of one verb. */
+export const layer = (globals: Globals, access: Access, catalog: Catalog | undefined) => {
+  const common = {
+    mode: "client" as const,
+    readOnly: access === "read",
+    flows: catalog?.flows ?? [],
+    migrations: catalog?.migrations ?? [],
+    writer: writerOptions(globals.lockWaitMs),
+    ...(catalog?.approvalAuthority === undefined ? {} : { approvalAuthority: catalog.approvalAuthority }),
+    ...(catalog?.principal === undefined ? {} : { principal: catalog.principal })
+  }
+  return globals.pg !== undefined
+    ? NodeRuntime.layerPg({ ...common, url: globals.pg, ...(globals.schema === undefined ? {} : { schema: globals.schema }) })
+    : NodeRuntime.layer({ ...common, filename: location(globals) })
+}
+
+/**
+ * Read verbs refuse a database whose Baton schema is older than this build (pending library
+ * migrations), exit 5. Pending application migrations do not stop reads of Baton's own data.
+ */
+export const requireCurrentSchema = (globals: Globals) =>
+  Migrations.status(librarySets).pipe(
+    Effect.flatMap((status) =>
+      status.pending.length === 0
+        ? Effect.void
+        : Effect.fail(
+          new CliFailure({
+            exitCode: 5,
+            code: "schema_older",
+            message: `${location(globals)} uses an older Baton schema (${status.pending.length} migrations pending); any mutating command or a host start upgrades it`
+          })
+        )
+    )
+  )

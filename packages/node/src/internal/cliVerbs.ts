@@ -1,0 +1,544 @@
+/**
+ * The CLI's verbs over the control facade and the stores' public reads (node.md 6.2). Each verb runs
+ * inside the client-mode runtime `cliSession` builds; failures are mapped to exit codes by the caller.
+ */
+import * as Control from "@baton/control/Control"
+import * as ControlRuntime from "@baton/control/ControlRuntime"
+import type * as ControlSchema from "@baton/control/ControlSchema"
+import * as Companion from "@baton/journal/Companion"
+import * as Journal from "@baton/journal/Journal"
+import type * as JournalEvent from "@baton/journal/JournalEvent"
+import * as AttemptStore from "@baton/run-store/AttemptStore"
+import * as RunStore from "@baton/run-store/RunStore"
+import * as Clock from "effect/Clock"
+import * as Console from "effect/Console"
+import * as Effect from "effect/Effect"
+import { createHash, randomUUID } from "node:crypto"
+import { CliFailure } from "./cliFailure.js"
+import * as Parse from "./cliParse.js"
+import * as Render from "./cliRender.js"
+import type { Catalog, Globals } from "./cliSession.js"
+import { location } from "./cliSession.js"
+
+/** What every verb body receives. */
+export interface VerbContext {
+  readonly globals: Globals
+  readonly catalog: Catalog | undefined
+  readonly tty: boolean
+}
+
+const terminalStatuses = new Set(["completed", "failed", "cancelled"])
+
+const out = (line: string) => Console.log(line)
+const outJson = (value: unknown) => Console.log(JSON.stringify(value))
+
+const principalOf = (ctx: VerbContext, nowMs: number): ControlSchema.Principal | undefined => {
+  if (ctx.globals.as === undefined) return undefined
+  const p = Parse.principal(ctx.globals.as)
+  return { id: p.id, kind: p.kind, stampedAt: nowMs }
+}
+
+const withPrincipal = <T extends object>(input: T, principal: ControlSchema.Principal | undefined) =>
+  principal === undefined ? input : { ...input, principal }
+
+const emptyEnvelope: ControlSchema.Envelope = { capabilities: [], flows: [], budget: {} }
+
+// ---------------------------------------------------------------------------------------------
+// runs
+
+/** Options of `baton runs`. */
+export interface RunsOptions {
+  readonly status: string | undefined
+  readonly flow: string | undefined
+  readonly parent: string | undefined
+  readonly lineage: string | undefined
+  readonly launchedBy: string | undefined
+  readonly since: string | undefined
+  readonly until: string | undefined
+  readonly terminal: boolean
+  readonly live: boolean
+  readonly order: "newest" | "oldest"
+  readonly limit: number
+  readonly cursor: string | undefined
+  readonly all: boolean
+}
+
+/** Builds the facade's run filters from the options; bad values are usage failures. */
+export const runFilters = (o: RunsOptions, nowMs: number): ControlSchema.RunListFilters => {
+  if (o.terminal && o.live) {
+    throw new CliFailure({ exitCode: 2, code: "usage", message: "--terminal and --live are mutually exclusive" })
+  }
+  return {
+    ...(o.status === undefined ? {} : { status: Parse.status(o.status) }),
+    ...(o.flow === undefined ? {} : { flowId: o.flow }),
+    ...(o.parent === undefined ? {} : { parentRunId: o.parent }),
+    ...(o.lineage === undefined ? {} : { lineageId: o.lineage }),
+    ...(o.launchedBy === undefined ? {} : { principalId: o.launchedBy }),
+    ...(o.since === undefined ? {} : { since: Parse.timePoint("--since", o.since, nowMs) }),
+    ...(o.until === undefined ? {} : { until: Parse.timePoint("--until", o.until, nowMs) }),
+    ...(o.terminal ? { terminal: true } : o.live ? { terminal: false } : {})
+  }
+}
+
+const heartbeatsOf = (items: ReadonlyArray<ControlSchema.RunSummary>) =>
+  Effect.gen(function*() {
+    const store = yield* RunStore.RunStore
+    const map = new Map<string, number | null>()
+    for (const item of items) {
+      if (item.ownerId === undefined) continue
+      const row = yield* store.get(item.runId).pipe(Effect.option)
+      if (row._tag === "Some") map.set(item.runId, row.value.heartbeatAtMs)
+    }
+    return map
+  })
+
+/** `baton runs`. */
+export const runs = (ctx: VerbContext, o: RunsOptions) =>
+  Effect.gen(function*() {
+    const control = yield* Control.Control
+    const nowMs = yield* Clock.currentTimeMillis
+    const filters = runFilters(o, nowMs)
+    const limit = Parse.limit(o.limit)
+    const items: Array<ControlSchema.RunSummary> = []
+    let cursor = o.cursor
+    let next: string | undefined
+    for (;;) {
+      const page = yield* control.list({
+        _tag: "runs",
+        filters,
+        order: o.order,
+        limit,
+        ...(cursor === undefined ? {} : { cursor })
+      })
+      if (page._tag !== "runs") break
+      items.push(...page.items)
+      next = page.nextCursor
+      if (!o.all || next === undefined) break
+      cursor = next
+    }
+    if (ctx.globals.json) {
+      return yield* outJson({ _tag: "runs", items, ...(next === undefined || o.all ? {} : { nextCursor: next }) })
+    }
+    if (items.length === 0) return yield* out("No runs.")
+    const heartbeats = yield* heartbeatsOf(items)
+    yield* out(Render.runsTable(items, heartbeats, nowMs, ctx.tty))
+    if (next !== undefined && !o.all) yield* out(`next: --cursor ${next}`)
+  })
+
+// ---------------------------------------------------------------------------------------------
+// run
+
+const resultDigest = createHash("sha256").update("step:$result").digest("hex")
+
+const allEntries = (runId: string, options: { readonly after?: number; readonly eventTypes?: ReadonlyArray<string> }) =>
+  Effect.gen(function*() {
+    const journal = yield* Journal.Journal
+    const entries: Array<JournalEvent.Entry> = []
+    let after = options.after
+    for (;;) {
+      const page = yield* journal.entries({
+        runId,
+        limit: 1000,
+        ...(after === undefined ? {} : { after }),
+        ...(options.eventTypes === undefined || options.eventTypes.length === 0 ? {} : { eventTypes: options.eventTypes })
+      })
+      entries.push(...page.entries)
+      const last = page.entries[page.entries.length - 1]
+      if (!page.hasMore || last === undefined) break
+      after = last.seq
+    }
+    return entries
+  })
+
+const ownershipEntries = (runId: string, after: number | undefined) =>
+  Effect.gen(function*() {
+    const entries: Array<JournalEvent.Entry> = []
+    let cursor = after
+    for (;;) {
+      const page = yield* Companion.entries(Companion.runStore.stream, runId, {
+        limit: 1000,
+        ...(cursor === undefined ? {} : { after: cursor as never })
+      })
+      entries.push(...page.entries)
+      const last = page.entries[page.entries.length - 1]
+      if (!page.hasMore || last === undefined) break
+      cursor = last.seq
+    }
+    return entries
+  })
+
+/** A run's own entries merged with its ownership facts (marked), in time order. */
+const mergedJournal = (runId: string, withOwnership: boolean, eventTypes?: ReadonlyArray<string>) =>
+  Effect.gen(function*() {
+    const own = yield* allEntries(runId, eventTypes === undefined ? {} : { eventTypes })
+    const facts = withOwnership ? yield* ownershipEntries(runId, undefined) : []
+    const views: Array<Render.EntryView & { readonly entry: JournalEvent.Entry }> = [
+      ...own.map((entry) => ({ seq: entry.seq, emittedAtMs: entry.emittedAtMs, eventType: entry.eventType, payload: entry.payload, entry })),
+      ...facts
+        .filter((entry) => eventTypes === undefined || eventTypes.length === 0 || eventTypes.includes(entry.eventType))
+        .map((entry) => ({ seq: entry.seq, emittedAtMs: entry.emittedAtMs, eventType: entry.eventType, payload: entry.payload, ownership: true, entry }))
+    ]
+    return views.sort((a, b) => a.emittedAtMs - b.emittedAtMs || (a.ownership === true ? 1 : 0) - (b.ownership === true ? 1 : 0) || a.seq - b.seq)
+  })
+
+/** `baton run <runId>`. */
+export const run = (ctx: VerbContext, runId: string, tail: number) =>
+  Effect.gen(function*() {
+    const control = yield* Control.Control
+    const attempts = yield* AttemptStore.AttemptStore
+    const store = yield* RunStore.RunStore
+    const nowMs = yield* Clock.currentTimeMillis
+    const summary = yield* control.getRun(runId)
+    const row = yield* store.get(runId).pipe(Effect.option)
+    const heartbeatAtMs = row._tag === "Some" ? row.value.heartbeatAtMs : null
+    const list = yield* attempts.list(runId)
+    const result = list.find((a) => a.stepKeyDigest === resultDigest || Render.stepNameOf(a) === "$result")
+    const journal = yield* mergedJournal(runId, true)
+    const journalTail = journal.slice(Math.max(0, journal.length - tail))
+    const waits = summary.pendingWaits ?? []
+    if (ctx.globals.json) {
+      return yield* outJson({
+        summary,
+        attempts: Render.sortAttempts(list),
+        waits,
+        journal: journalTail.map((v) => ({ ...v.entry, ...(v.ownership === true ? { ownership: true } : {}) }))
+      })
+    }
+    const resultView = result === undefined
+      ? undefined
+      : {
+        state: result.state,
+        value: typeof result.outcome === "object" && result.outcome !== null && "value" in result.outcome
+          ? (result.outcome as { value: unknown }).value
+          : result.outcome,
+        error: result.error
+      }
+    yield* out(Render.runSummary(summary, { heartbeatAtMs, nowMs, result: resultView }))
+    const steps = list.filter((a) => a !== result)
+    yield* out("")
+    yield* out(steps.length === 0 ? "No attempts." : Render.attemptsTable(steps, nowMs))
+    if (waits.length > 0) {
+      yield* out("")
+      yield* out(Render.waitsTable(waits))
+    }
+    yield* out("")
+    yield* out(journalTail.length === 0 ? "No journal entries." : Render.journalTable(journalTail))
+  })
+
+// ---------------------------------------------------------------------------------------------
+// plans, plan
+
+/** `baton plans`. */
+export const plans = (
+  ctx: VerbContext,
+  o: { readonly flow: string | undefined; readonly decision: string | undefined; readonly limit: number; readonly cursor: string | undefined }
+) =>
+  Effect.gen(function*() {
+    const control = yield* Control.Control
+    const filters = {
+      ...(o.flow === undefined ? {} : { flowId: o.flow }),
+      ...(o.decision === undefined ? {} : { decision: Parse.decision(o.decision) })
+    }
+    const page = yield* control.list({
+      _tag: "plans",
+      filters,
+      limit: Parse.limit(o.limit),
+      ...(o.cursor === undefined ? {} : { cursor: o.cursor })
+    })
+    if (page._tag !== "plans") return
+    if (ctx.globals.json) return yield* outJson(page)
+    if (page.items.length === 0) return yield* out("No plans.")
+    yield* out(Render.plansTable(page.items))
+    if (page.nextCursor !== undefined) yield* out(`next: --cursor ${page.nextCursor}`)
+  })
+
+/** `baton plan <flow>`. */
+export const plan = (ctx: VerbContext, flowId: string, input: unknown, key: string | undefined) =>
+  Effect.gen(function*() {
+    const flows = ctx.catalog?.flows
+    if (flows === undefined || flows.length === 0) {
+      return yield* new CliFailure({
+        exitCode: 2,
+        code: "flow_not_found",
+        message: "no flow catalog loaded: pass --config <module> or add baton.config.mjs"
+      })
+    }
+    const known = flows.map((f) => f.id)
+    if (!known.includes(flowId)) {
+      return yield* new CliFailure({
+        exitCode: 2,
+        code: "flow_not_found",
+        message: `flow "${flowId}" is not registered here (known: ${known.join(", ")})`
+      })
+    }
+    const control = yield* Control.Control
+    const card = yield* control.plan({ flowId, input, ...(key === undefined ? {} : { idempotencyKey: key }) }).pipe(
+      Effect.catchIf(
+        (e): e is Extract<typeof e, { readonly code: "invalid_input" }> => (e as { code?: unknown }).code === "invalid_input",
+        (e) =>
+          Effect.fail(
+            new CliFailure({ exitCode: 2, code: "invalid_input", message: `input for ${flowId} rejected: ${(e as unknown as { issue: string }).issue}` })
+          )
+      )
+    )
+    if (ctx.globals.json) return yield* outJson(card)
+    yield* out(Render.planCard(card, "pending"))
+    yield* out(`next: baton approve ${card.planId}`)
+  })
+
+/** Reads `--input` / `--input-file` (`-` = stdin). */
+export const readInput = (input: string | undefined, inputFile: string | undefined): Effect.Effect<unknown, CliFailure> =>
+  Effect.gen(function*() {
+    if (input !== undefined && inputFile !== undefined) {
+      return yield* new CliFailure({ exitCode: 2, code: "usage", message: "pass --input or --input-file, not both" })
+    }
+    if (inputFile !== undefined) {
+      const text = yield* Effect.tryPromise({
+        try: async () => {
+          const fs = await import("node:fs/promises")
+          if (inputFile !== "-") return fs.readFile(inputFile, "utf8")
+          const chunks: Array<Buffer> = []
+          for await (const chunk of process.stdin) chunks.push(chunk as Buffer)
+          return Buffer.concat(chunks).toString("utf8")
+        },
+        catch: (e) => new CliFailure({ exitCode: 2, code: "usage", message: `cannot read --input-file ${inputFile}: ${String(e)}` })
+      })
+      return Parse.json("--input-file", text)
+    }
+    return input === undefined ? {} : Parse.json("--input", input)
+  })
+
+// ---------------------------------------------------------------------------------------------
+// approve, deny
+
+/** Options of `approve`/`deny`. */
+export interface DecideOptions {
+  readonly scope: "once" | "run" | "remembered" | undefined
+  readonly reason: string | undefined
+  readonly key: string | undefined
+}
+
+/** `baton approve` / `baton deny`. */
+export const decide = (ctx: VerbContext, decision: "approve" | "deny", targetArg: string, o: DecideOptions) =>
+  Effect.gen(function*() {
+    const control = yield* Control.Control
+    const runtime = yield* ControlRuntime.ControlRuntime
+    const nowMs = yield* Clock.currentTimeMillis
+    const parsed = Parse.approvalTarget(targetArg)
+    let target: ControlSchema.ApprovalTarget
+    if (parsed._tag === "Plan") {
+      const stored = yield* runtime.getPlan(parsed.planId)
+      target = stored.card.approval.target
+    } else {
+      const summary = yield* control.getRun(parsed.runId)
+      const open = (summary.pendingWaits ?? []).filter((w) => w.reason === "approval")
+      const wait = open.find((w) => w.name === parsed.requestId)
+      if (wait === undefined || wait.tokenDigest === undefined) {
+        return yield* new CliFailure({
+          exitCode: 3,
+          code: "no_open_request",
+          message: `${parsed.runId} has no open approval request "${parsed.requestId}"` +
+            (open.length === 0 ? " (none are open)" : ` (open: ${open.map((w) => w.name ?? "?").join(", ")})`)
+        })
+      }
+      const envelope = summary.planId === undefined
+        ? emptyEnvelope
+        : (yield* runtime.getPlan(summary.planId).pipe(Effect.map((p) => p.card.envelope), Effect.orElseSucceed(() => emptyEnvelope)))
+      target = { _tag: "Node", runId: wait.runId, requestId: parsed.requestId, digest: wait.tokenDigest, envelope }
+    }
+    const scope = o.scope ?? (parsed._tag === "Plan" ? "run" : "once")
+    const input = withPrincipal(
+      {
+        target,
+        scope,
+        idempotencyKey: o.key ?? `cli:${decision}:${targetArg}`,
+        ...(o.reason === undefined ? {} : { reason: o.reason })
+      },
+      principalOf(ctx, nowMs)
+    )
+    const receipt = decision === "approve" ? yield* control.approve(input) : yield* control.deny(input)
+    const verb = decision === "approve" ? "approved" : "denied"
+    if (ctx.globals.json) {
+      yield* outJson({ receipt, decision: verb, target })
+    }
+    switch (receipt._tag) {
+      case "Conflict":
+        return yield* new CliFailure({ exitCode: 4, code: "conflict", message: receipt.message })
+      case "Terminal":
+        return yield* new CliFailure({ exitCode: 4, code: "terminal", message: `${receipt.runId} is already ${receipt.status}` })
+      case "Parked":
+        return yield* new CliFailure({ exitCode: 4, code: "parked", message: `${receipt.planId} is waiting for approval` })
+      case "AlreadyApplied":
+        if (!ctx.globals.json) yield* out(`${targetArg}: already ${verb} (receipt ${receipt.receiptId})`)
+        return
+      case "Accepted": {
+        if (ctx.globals.json) return
+        const who = ctx.globals.as ?? "the OS user"
+        yield* out(`${verb} ${targetArg} (scope ${scope}) as ${who}${o.reason === undefined ? "" : `: ${o.reason}`}`)
+        if (parsed._tag === "Node") yield* out(`a host will resume ${parsed.runId}`)
+        else if (decision === "approve") yield* out(`next: baton launch ${parsed.planId}`)
+      }
+    }
+  })
+
+// ---------------------------------------------------------------------------------------------
+// launch, cancel, resume, signal
+
+/** `baton launch <planId>`. */
+export const launch = (ctx: VerbContext, planId: string, key: string | undefined) =>
+  Effect.gen(function*() {
+    const control = yield* Control.Control
+    const runtime = yield* ControlRuntime.ControlRuntime
+    const nowMs = yield* Clock.currentTimeMillis
+    const stored = yield* runtime.getPlan(planId)
+    const receipt = yield* control.run(withPrincipal({
+      _tag: "Plan" as const,
+      planId,
+      digest: stored.card.digest,
+      envelope: stored.card.envelope,
+      idempotencyKey: key ?? `cli:launch:${planId}`
+    }, principalOf(ctx, nowMs)))
+    if (ctx.globals.json && receipt._tag !== "Parked" && receipt._tag !== "Conflict") return yield* outJson(receipt)
+    switch (receipt._tag) {
+      case "Accepted":
+        yield* out(receipt.runId ?? receipt.receiptId)
+        return yield* out("a host will pick it up")
+      case "AlreadyApplied":
+        yield* out(receipt.runId ?? receipt.receiptId)
+        return yield* out(`already launched as ${receipt.runId ?? "?"}`)
+      case "Parked":
+        return yield* new CliFailure({
+          exitCode: 4,
+          code: "parked",
+          message: `${planId} is waiting for approval`,
+          hint: `baton approve ${planId}`
+        })
+      case "Conflict":
+        return yield* new CliFailure({ exitCode: 4, code: "conflict", message: receipt.message })
+      case "Terminal":
+        return yield* new CliFailure({ exitCode: 4, code: "terminal", message: `${receipt.runId} is already ${receipt.status}` })
+    }
+  })
+
+const ownerText = (summary: ControlSchema.RunSummary): string | undefined => {
+  const owner = Render.parseOwner(summary.ownerId)
+  return owner === undefined ? undefined : Render.hostPid(owner)
+}
+
+/** `baton cancel <runId>`. */
+export const cancel = (ctx: VerbContext, runId: string, o: { readonly reason: string | undefined; readonly key: string | undefined }) =>
+  Effect.gen(function*() {
+    const control = yield* Control.Control
+    const nowMs = yield* Clock.currentTimeMillis
+    const receipt = yield* control.cancel(withPrincipal({
+      runId,
+      idempotencyKey: o.key ?? `cli:cancel:${randomUUID()}`,
+      ...(o.reason === undefined ? {} : { reason: o.reason })
+    }, principalOf(ctx, nowMs)))
+    if (receipt._tag === "Terminal" && receipt.status !== "cancelled") {
+      return yield* new CliFailure({ exitCode: 4, code: "terminal", message: `${receipt.runId} is already ${receipt.status}` })
+    }
+    if (receipt._tag === "Conflict") return yield* new CliFailure({ exitCode: 4, code: "conflict", message: receipt.message })
+    if (ctx.globals.json) return yield* outJson(receipt)
+    if (receipt._tag === "Terminal") return yield* out("cancelled")
+    const summary = yield* control.getRun(runId)
+    if (summary.status === "cancelled") return yield* out("cancelled")
+    const owner = ownerText(summary)
+    yield* out(owner === undefined ? "cancel requested; a host will stop it" : `cancel requested; owner ${owner} will stop it`)
+  })
+
+/** `baton resume <runId>`. */
+export const resume = (ctx: VerbContext, runId: string, o: { readonly allowCodeDrift: boolean; readonly key: string | undefined }) =>
+  Effect.gen(function*() {
+    const control = yield* Control.Control
+    const nowMs = yield* Clock.currentTimeMillis
+    const receipt = yield* control.resume(withPrincipal({
+      runId,
+      idempotencyKey: o.key ?? `cli:resume:${randomUUID()}`,
+      ...(o.allowCodeDrift ? { allowCodeDrift: true } : {})
+    }, principalOf(ctx, nowMs)))
+    if (receipt._tag === "Terminal") {
+      return yield* new CliFailure({ exitCode: 4, code: "terminal", message: `${receipt.runId} is already ${receipt.status}` })
+    }
+    if (receipt._tag === "Conflict") return yield* new CliFailure({ exitCode: 4, code: "conflict", message: receipt.message })
+    if (ctx.globals.json) return yield* outJson(receipt)
+    if (receipt._tag === "Accepted" && receipt.handedTo !== undefined) {
+      return yield* out(`handed to ${Render.hostPid(receipt.handedTo)}, which parked it`)
+    }
+    yield* out("resumed; a host will drive it")
+  })
+
+/** `baton signal <runId> <name> [json]`. */
+export const signal = (ctx: VerbContext, runId: string, name: string, payloadText: string | undefined, key: string | undefined) =>
+  Effect.gen(function*() {
+    const payload = payloadText === undefined ? null : Parse.json("signal payload", payloadText)
+    const control = yield* Control.Control
+    const nowMs = yield* Clock.currentTimeMillis
+    const receipt = yield* control.signal(withPrincipal({
+      runId,
+      signal: { name, payload: payload as ControlSchema.Json },
+      idempotencyKey: key ?? `cli:signal:${randomUUID()}`
+    }, principalOf(ctx, nowMs)))
+    if (receipt._tag === "Terminal") {
+      return yield* new CliFailure({ exitCode: 4, code: "terminal", message: `${receipt.runId} is already ${receipt.status}` })
+    }
+    if (receipt._tag === "Conflict") return yield* new CliFailure({ exitCode: 4, code: "conflict", message: receipt.message })
+    if (ctx.globals.json) return yield* outJson(receipt)
+    if (receipt._tag === "AlreadyApplied") return yield* out(`signal ${name} already sent (receipt ${receipt.receiptId})`)
+    yield* out(`signal ${name} queued for the host that drives ${runId}`)
+  })
+
+// ---------------------------------------------------------------------------------------------
+// journal
+
+/** Options of `baton journal`. */
+export interface JournalOptions {
+  readonly follow: boolean
+  readonly after: number | undefined
+  readonly types: ReadonlyArray<string>
+  readonly noOwnership: boolean
+  readonly pollMs: number
+}
+
+/** `baton journal <runId>`. */
+export const journal = (ctx: VerbContext, runId: string, o: JournalOptions) =>
+  Effect.gen(function*() {
+    const control = yield* Control.Control
+    yield* control.getRun(runId)
+    const types = o.types.length === 0 ? undefined : o.types
+    const print = (views: ReadonlyArray<Render.EntryView & { readonly entry: JournalEvent.Entry }>) =>
+      Effect.forEach(views, (v) =>
+        ctx.globals.json
+          ? outJson({ ...v.entry, ...(v.ownership === true ? { ownership: true } : {}) })
+          : out(Render.journalLine(v)), { discard: true })
+    if (!o.follow) {
+      const all = (yield* mergedJournal(runId, !o.noOwnership, types)).filter((v) => o.after === undefined || v.ownership === true || v.seq > o.after)
+      if (ctx.globals.json) return yield* outJson(all.map((v) => ({ ...v.entry, ...(v.ownership === true ? { ownership: true } : {}) })))
+      return yield* out(all.length === 0 ? "No journal entries." : Render.journalTable(all))
+    }
+    // Follow: read the status first, then everything new; once a status read before the entries was
+    // terminal, the entries written with that terminal status have been printed, and we stop.
+    let ownAfter = o.after
+    let factsAfter: number | undefined = undefined
+    for (;;) {
+      const summary = yield* control.getRun(runId)
+      const own = yield* allEntries(runId, { ...(ownAfter === undefined ? {} : { after: ownAfter }), ...(types === undefined ? {} : { eventTypes: types }) })
+      const facts: ReadonlyArray<JournalEvent.Entry> = o.noOwnership ? [] : yield* ownershipEntries(runId, factsAfter)
+      const views = [
+        ...own.map((entry) => ({ seq: entry.seq, emittedAtMs: entry.emittedAtMs, eventType: entry.eventType, payload: entry.payload, entry })),
+        ...facts
+          .filter((entry) => types === undefined || types.includes(entry.eventType))
+          .map((entry) => ({ seq: entry.seq, emittedAtMs: entry.emittedAtMs, eventType: entry.eventType, payload: entry.payload, ownership: true, entry }))
+      ].sort((a, b) => a.emittedAtMs - b.emittedAtMs)
+      yield* print(views)
+      const lastOwn = own[own.length - 1]
+      if (lastOwn !== undefined) ownAfter = lastOwn.seq
+      const lastFact: JournalEvent.Entry | undefined = facts[facts.length - 1]
+      if (lastFact !== undefined) factsAfter = lastFact.seq
+      if (terminalStatuses.has(summary.status)) return
+      yield* Effect.sleep(o.pollMs)
+    }
+  })
+
+/** Messages for the database the verb runs against (used by Cli for the "not found" wording). */
+export const where = (ctx: VerbContext): string => location(ctx.globals)
