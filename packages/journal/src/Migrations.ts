@@ -1,0 +1,49 @@
+/**
+ * The journal's migration set: namespace `journal`, id block 0 (ledger ids
+ * 1–999): `0001_journal` (events, heads, checkpoints, dedup) and
+ * `0002_consensus` (`flows_consensus_leases`, needed by `RunStore.layer`).
+ *
+ * @since 0.1.0
+ */
+import * as DatabaseMigrations from "@baton/database/Migrations"
+import type { DatabaseError } from "@baton/database/DurableWriter"
+import type * as SqlClient from "@effect/sql/SqlClient"
+import type { Effect, Layer } from "effect"
+import journal from "./migrations/0001_journal.js"
+import consensus from "./migrations/0002_consensus.js"
+
+/**
+ * Install alongside the other packages' sets (`DatabaseMigrations.run([...sets])`).
+ *
+ * @since 0.1.0
+ * @category migrations
+ */
+export const set: DatabaseMigrations.MigrationSet = {
+  namespace: "journal",
+  idOffset: 0,
+  migrations: {
+    "0001_journal": journal,
+    "0002_consensus": consensus
+  }
+}
+
+/**
+ * Apply this set alone; returns the migrations applied now.
+ *
+ * @since 0.1.0
+ * @category migrations
+ */
+export const run: Effect.Effect<
+  ReadonlyArray<DatabaseMigrations.AppliedMigration>,
+  DatabaseMigrations.MigrationError | DatabaseError,
+  SqlClient.SqlClient
+> = DatabaseMigrations.run([set])
+
+/**
+ * `DatabaseMigrations.layer([set])`.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer: Layer.Layer<never, DatabaseMigrations.MigrationError | DatabaseError, SqlClient.SqlClient> =
+  DatabaseMigrations.layer([set])

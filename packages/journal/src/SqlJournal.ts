@@ -1,0 +1,457 @@
+/**
+ * The journal over `@effect/sql` (journal.md 4–5): per-run head rows allocate
+ * `seq` inside the inserting transaction, so sequence order equals commit
+ * order; every write goes through `DurableWriter.write` keyed by the run; fenced
+ * writes consult `Consensus.guard` inside the same transaction.
+ *
+ * @since 0.1.0
+ */
+import * as DurableWriter from "@baton/database/DurableWriter"
+import * as SqlClient from "@effect/sql/SqlClient"
+import type { SqlError } from "@effect/sql/SqlError"
+import { Chunk, Clock, Deferred, Effect, Either, Layer, Option, type ParseResult, PubSub, Queue, Schema, Stream } from "effect"
+import type * as Duration from "effect/Duration"
+import type * as Scope from "effect/Scope"
+import { Consensus } from "./Consensus.js"
+import type { ConsensusError } from "./Consensus.js"
+import * as Journal from "./Journal.js"
+import * as JournalEvent from "./JournalEvent.js"
+import type { OwnerId } from "./OwnerId.js"
+import type * as Redaction from "./Redaction.js"
+import * as SqlConsensus from "./SqlConsensus.js"
+import { admit, admitOwner, encodeJson } from "./internal/admission.js"
+import { appendLocked } from "./internal/append.js"
+import { decodeCheckpoint, makeCheckpointStore } from "./internal/checkpoints.js"
+import * as Errors from "./internal/errors.js"
+import { makeIdentityCache } from "./internal/identityCache.js"
+import { makeLossy } from "./internal/lossy.js"
+import { resolve } from "./internal/options.js"
+import { firstIssue } from "./internal/parse.js"
+import { makeReaders } from "./internal/readers.js"
+import { contentKey, decodeEntry, entryFromNew, makeStore, type NewEntry } from "./internal/store.js"
+
+/**
+ * Layer options (all optional). `capacity`: lossy queue and `changes` buffer,
+ * entries (default 1024); `overflow` (default `"reject"`); `batchSize`: entries
+ * per writer transaction (default `min(capacity, 64)`); `identityCache`: bound
+ * of the in-memory identity index (default 4096); `maxEntryBytes`: UTF-8 bytes
+ * of `payload_json + meta_json` (default unbounded); `redact` (default
+ * `Redaction.make()`); `pollInterval`: follower re-check (default 1 second).
+ * Numeric options must be positive safe integers (`invalid_event`, `field:
+ * "options.<name>"`).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface SqlJournalOptions {
+  readonly capacity?: number
+  readonly overflow?: Journal.OverflowPolicy
+  readonly batchSize?: number
+  readonly identityCache?: number
+  readonly maxEntryBytes?: number
+  readonly redact?: Redaction.Redactor
+  readonly pollInterval?: Duration.DurationInput
+}
+
+const decodeRunId = Schema.decodeUnknownEither(JournalEvent.RunId)
+const decodeTypes = Schema.decodeUnknownEither(
+  Schema.Array(JournalEvent.EventType).pipe(Schema.minItems(1), Schema.maxItems(64))
+)
+const decodeCursor = Schema.decodeUnknownEither(Schema.Int.pipe(Schema.between(-1, Number.MAX_SAFE_INTEGER - 1)))
+const decodeSeq = Schema.decodeUnknownEither(JournalEvent.Seq)
+const decodeLimit = Schema.decodeUnknownEither(Schema.Int.pipe(Schema.between(1, Journal.maxEntriesLimit)))
+
+const field = <A>(
+  decode: (value: unknown, options?: { readonly errors: "first" }) => Either.Either<A, ParseResult.ParseError>,
+  value: unknown,
+  name: string
+): Either.Either<A, Journal.JournalError> =>
+  Either.mapLeft(decode(value, { errors: "first" }), (error) => {
+    const issue = firstIssue(error)
+    return Errors.invalid(issue.path === "" ? name : `${name}.${issue.path}`, issue.message)
+  })
+
+/**
+ * Build the journal in the current scope (closing it flushes queued lossy
+ * entries, then every operation fails `journal_closed`). Reads nothing from
+ * the database.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = (
+  options: SqlJournalOptions = {}
+): Effect.Effect<Journal.Service, Journal.JournalError, Consensus | DurableWriter.DurableWriter | SqlClient.SqlClient | Scope.Scope> =>
+  Effect.gen(function*() {
+    const resolved = yield* resolve(options)
+    const sql = yield* SqlClient.SqlClient
+    const writer = yield* DurableWriter.DurableWriter
+    const consensus = yield* Consensus
+    const store = makeStore(sql)
+    const checkpoints = makeCheckpointStore(sql)
+    const cache = makeIdentityCache(resolved.identityCache)
+    const readers = makeReaders()
+    const changes = yield* PubSub.sliding<JournalEvent.Entry>(resolved.capacity)
+    let closing = false
+    let closed = false
+
+    const admission = { redactor: resolved.redact, maxEntryBytes: resolved.maxEntryBytes }
+    const now = Clock.currentTimeMillis
+    const ifOpen = (operation: string) =>
+      Effect.suspend(() => closing || closed ? Effect.fail(Errors.closed(operation)) : Effect.void)
+    const sink = (operation: string) => (error: unknown) =>
+      Errors.sinkFailed(`Journal.${operation}: the write transaction failed`, error)
+    const readFailure = (operation: string) => (error: SqlError) => Errors.readFailed(operation, error)
+
+    const publish = (committed: ReadonlyArray<{ readonly entry: NewEntry; readonly contentKey: string }>) =>
+      Effect.gen(function*() {
+        for (const { contentKey: key, entry } of committed) {
+          cache.commit(entry.eventId, entry.seq, key)
+          yield* PubSub.publish(changes, entryFromNew(entry))
+          readers.notify(entry.runId)
+        }
+      })
+
+    const lossy = makeLossy({
+      capacity: resolved.capacity,
+      overflow: resolved.overflow,
+      batchSize: resolved.batchSize,
+      store,
+      writer,
+      cache,
+      publish,
+      failFollowers: readers.failAll,
+      overflowError: () =>
+        new Journal.JournalError({
+          code: "queue_overflow",
+          message: `the lossy queue is full (capacity ${resolved.capacity}, overflow "reject")`
+        })
+    })
+
+    const fence = (runId: string, owner: OwnerId) =>
+      consensus.guard(runId, owner).pipe(
+        Effect.mapError((error: ConsensusError) =>
+          error.code === "fence_lost"
+            ? Errors.fenceLost(runId, error)
+            : error.code === "invalid_input"
+            ? Errors.invalid(`owner${error.field === undefined ? "" : `.${error.field.replace(/^owner\.?/, "")}`}`.replace(/\.$/, ""), error.message)
+            : Errors.sinkFailed("the Consensus strategy failed to check the fence", error)
+        )
+      )
+
+    // A companion id takes no key of its own (Companion.append keys the run it is about).
+    const keyOf = (runId: string) => JournalEvent.isCompanionRunId(runId) ? undefined : { key: runId }
+
+    const emitDurableWith = (operation: string, input: JournalEvent.Input, owner: OwnerId | undefined) =>
+      Effect.gen(function*() {
+        yield* ifOpen(operation)
+        const admitted = yield* admit(input, admission, yield* now)
+        if (owner !== undefined) yield* admitOwner(owner)
+        const body = Effect.gen(function*() {
+          if (owner !== undefined) yield* fence(admitted.runId, owner)
+          const next = (yield* store.lockHead(admitted.runId)) ?? 0
+          const result = yield* appendLocked(store, cache, admitted, next)
+          switch (result._tag) {
+            case "Refused":
+              return yield* Effect.fail(result.error)
+            case "Duplicate": {
+              const receipt: Journal.DurableReceipt = {
+                _tag: "Duplicate",
+                sourceSeq: result.sourceSeq as JournalEvent.SourceSeq,
+                seq: result.seq as JournalEvent.Seq,
+                status: "committed"
+              }
+              return receipt
+            }
+            case "Appended": {
+              yield* store.setHead(admitted.runId, next + 1)
+              yield* DurableWriter.afterCommit(publish([result]), sql)
+              const receipt: Journal.DurableReceipt = {
+                _tag: "Accepted",
+                sourceSeq: result.entry.sourceSeq as JournalEvent.SourceSeq,
+                seq: result.entry.seq as JournalEvent.Seq
+              }
+              return receipt
+            }
+          }
+        })
+        return yield* writer.write(body, keyOf(admitted.runId)).pipe(
+          Effect.catchTag("@baton/database/DatabaseError", (error) => Effect.fail(sink(operation)(error)))
+        )
+      })
+
+    const emitLossy = (input: JournalEvent.Input): Effect.Effect<Journal.EmitReceipt, Journal.JournalError> =>
+      Effect.gen(function*() {
+        yield* ifOpen("emitLossy")
+        const admitted = yield* admit(input, admission, yield* now)
+        const key = contentKey(admitted.eventType, admitted.payloadJson, admitted.metaJson)
+        let sourceSeq: number
+        if (admitted.sourceSeq !== undefined) {
+          sourceSeq = admitted.sourceSeq
+          const eventId = JournalEvent.makeEventId(admitted.runId, admitted.sourceId, sourceSeq)
+          const cached = cache.get(eventId)
+          if (cached !== undefined) {
+            if (cached.contentKey !== key && admitted.dedupe !== "identity") return yield* Effect.fail(Errors.conflict(eventId))
+            const receipt: Journal.Duplicate = cached.status === "pending"
+              ? { _tag: "Duplicate", sourceSeq: sourceSeq as JournalEvent.SourceSeq, status: "pending" }
+              : {
+                _tag: "Duplicate",
+                sourceSeq: sourceSeq as JournalEvent.SourceSeq,
+                seq: cached.seq as JournalEvent.Seq,
+                status: "committed"
+              }
+            return receipt
+          }
+          cache.raiseFloor(admitted.runId, admitted.sourceId, sourceSeq + 1, true)
+        } else {
+          let floor = cache.floor(admitted.runId, admitted.sourceId)
+          if (floor === undefined) {
+            const durableNext = yield* store.durableNext(admitted.runId, admitted.sourceId).pipe(
+              Effect.mapError((error) => Errors.sinkFailed("Journal.emitLossy: reading the producer floor failed", error))
+            )
+            floor = Math.max(durableNext, cache.floor(admitted.runId, admitted.sourceId) ?? 0)
+          }
+          sourceSeq = floor
+          if (sourceSeq >= Number.MAX_SAFE_INTEGER) return yield* Effect.fail(Errors.exhausted(admitted.runId))
+          cache.raiseFloor(admitted.runId, admitted.sourceId, sourceSeq + 1, false)
+        }
+        const eventId = JournalEvent.makeEventId(admitted.runId, admitted.sourceId, sourceSeq)
+        return yield* lossy.offer({ ...admitted, sourceSeq }, eventId, key)
+      })
+
+    const transact = <A, E, R>(effect: Effect.Effect<A, E, R>, options?: { readonly key?: string }) =>
+      ifOpen("transact").pipe(
+        Effect.zipRight(writer.write(effect, options?.key === undefined ? undefined : { key: options.key })),
+        Effect.catchIf(
+          (error): error is DurableWriter.DatabaseError =>
+            typeof error === "object" && error !== null &&
+            (error as { _tag?: unknown })._tag === "@baton/database/DatabaseError",
+          (error) => Effect.fail(Errors.sinkFailed("Journal.transact: the write transaction failed", error))
+        )
+      ) as Effect.Effect<A, E | Journal.JournalError, R>
+
+    const whenCommitted = (update: Effect.Effect<void>) =>
+      Effect.gen(function*() {
+        if (!(yield* DurableWriter.isInTransaction)) {
+          yield* update
+          return true
+        }
+        return yield* DurableWriter.afterCommit(update, sql)
+      })
+
+    const entriesUnchecked = (runId: string, after: number, eventTypes: ReadonlyArray<string> | undefined, limit: number) =>
+      Effect.gen(function*() {
+        const rows = yield* store.page(runId, after, eventTypes, limit + 1).pipe(Effect.mapError(readFailure("entries")))
+        const floor = yield* store.floor(runId).pipe(Effect.mapError(readFailure("entries")))
+        if (floor !== undefined && after < floor - 1) {
+          return yield* Effect.fail(
+            Errors.withFloor(
+              "compacted",
+              `run ${JSON.stringify(runId)} is compacted up to ${floor}; resync from latestCheckpoint`,
+              floor
+            )
+          )
+        }
+        const entries: Array<JournalEvent.Entry> = []
+        for (const row of rows.slice(0, limit)) entries.push(yield* decodeEntry(row))
+        const page: Journal.EntriesPage = { entries, hasMore: rows.length > limit }
+        return page
+      })
+
+    const entries = (options: Journal.EntriesOptions) =>
+      Effect.gen(function*() {
+        yield* ifOpen("entries")
+        if (typeof options !== "object" || options === null) return yield* Effect.fail(Errors.invalid("options", "must be an object"))
+        const runId = yield* field(decodeRunId, options.runId, "options.runId")
+        const after = options.after === undefined ? -1 : yield* field(decodeCursor, options.after, "options.after")
+        const limit = yield* field(decodeLimit, options.limit, "options.limit")
+        const eventTypes = options.eventTypes === undefined
+          ? undefined
+          : [...new Set(yield* field(decodeTypes, options.eventTypes, "options.eventTypes"))]
+        return yield* entriesUnchecked(runId, after, eventTypes, limit)
+      })
+
+    const pageSize = Math.min(resolved.batchSize, Journal.maxEntriesLimit)
+
+    const stream = (options: Journal.StreamOptions): Stream.Stream<JournalEvent.Entry, Journal.JournalError> =>
+      Stream.unwrapScoped(Effect.gen(function*() {
+        yield* ifOpen("stream")
+        const runId = yield* field(decodeRunId, options?.runId, "options.runId")
+        const start = options.afterSequence === undefined
+          ? -1
+          : yield* field(decodeSeq, options.afterSequence, "options.afterSequence")
+        const reader = yield* readers.register(runId, start)
+        const pull = Effect.gen(function*() {
+          if (closed) return yield* Effect.fail(Errors.closed("stream"))
+          if (yield* Deferred.isDone(reader.failure)) yield* Deferred.await(reader.failure)
+          const page = yield* entriesUnchecked(runId, reader.cursor, undefined, pageSize)
+          const last = page.entries[page.entries.length - 1]
+          if (last !== undefined) {
+            reader.cursor = last.seq
+            return Chunk.unsafeFromArray(page.entries as Array<JournalEvent.Entry>)
+          }
+          const wake = Queue.take(reader.wake).pipe(Effect.timeout(resolved.pollInterval), Effect.ignore)
+          yield* Effect.raceFirst(Deferred.await(reader.failure), wake)
+          return Chunk.empty<JournalEvent.Entry>()
+        })
+        return Stream.repeatEffectChunk(pull)
+      }))
+
+    const fencedWrite = <A>(
+      operation: string,
+      runId: string,
+      owner: OwnerId,
+      body: Effect.Effect<A, Journal.JournalError | SqlError>
+    ) =>
+      Effect.gen(function*() {
+        yield* admitOwner(owner)
+        return yield* writer.write(
+          Effect.gen(function*() {
+            yield* fence(runId, owner)
+            yield* store.lockHead(runId)
+            return yield* body
+          }),
+          keyOf(runId)
+        ).pipe(Effect.catchTag("@baton/database/DatabaseError", (error) => Effect.fail(sink(operation)(error))))
+      })
+
+    const checkpoint = (options: Journal.CheckpointOptions, owner: OwnerId) =>
+      Effect.gen(function*() {
+        yield* ifOpen("checkpoint")
+        const runId = yield* field(decodeRunId, options?.runId, "options.runId")
+        const seq = yield* field(decodeSeq, options.seq, "options.seq")
+        // Executable state is stored verbatim: encoded, never redacted.
+        const stateJson = yield* encodeJson(options.state, "options.state", undefined)
+        const nowMs = yield* now
+        return yield* fencedWrite(
+          "checkpoint",
+          runId,
+          owner,
+          Effect.gen(function*() {
+            if (!(yield* store.entryExists(runId, seq))) {
+              return yield* Effect.fail(
+                new Journal.JournalError({
+                  code: "checkpoint_invalid",
+                  message: `run ${JSON.stringify(runId)} has no entry at seq ${seq}`
+                })
+              )
+            }
+            const floor = yield* store.floor(runId)
+            if (floor !== undefined && seq <= floor) {
+              return yield* Effect.fail(
+                Errors.withFloor("checkpoint_invalid", `seq ${seq} is at or below the compaction floor ${floor}`, floor)
+              )
+            }
+            yield* checkpoints.upsert(runId, seq, stateJson, Math.floor(nowMs))
+            const stored: Journal.Checkpoint = {
+              runId,
+              seq,
+              state: JSON.parse(stateJson) as unknown,
+              createdAtMs: Math.floor(nowMs),
+              compactedAtMs: null
+            }
+            return stored
+          })
+        )
+      })
+
+    const latestCheckpoint = (runIdInput: string) =>
+      Effect.gen(function*() {
+        yield* ifOpen("latestCheckpoint")
+        const runId = yield* field(decodeRunId, runIdInput, "runId")
+        const row = yield* checkpoints.latest(runId).pipe(Effect.mapError(readFailure("latestCheckpoint")))
+        if (row === undefined) return Option.none<Journal.Checkpoint>()
+        return Option.some(yield* decodeCheckpoint(row))
+      })
+
+    const compact = (options: Journal.CompactOptions, owner: OwnerId) =>
+      Effect.gen(function*() {
+        yield* ifOpen("compact")
+        const runId = yield* field(decodeRunId, options?.runId, "options.runId")
+        const upTo = options.upTo === undefined ? undefined : yield* field(decodeSeq, options.upTo, "options.upTo")
+        const nowMs = Math.floor(yield* now)
+        return yield* fencedWrite(
+          "compact",
+          runId,
+          owner,
+          Effect.gen(function*() {
+            const row = upTo === undefined ? yield* checkpoints.latest(runId) : yield* checkpoints.at(runId, upTo)
+            if (row === undefined) {
+              return yield* Effect.fail(
+                new Journal.JournalError({
+                  code: "checkpoint_invalid",
+                  message: upTo === undefined
+                    ? `run ${JSON.stringify(runId)} has no checkpoint to compact to`
+                    : `run ${JSON.stringify(runId)} has no checkpoint at seq ${upTo}`
+                })
+              )
+            }
+            const cp = yield* decodeCheckpoint(row)
+            const result = (deleted: number): Journal.Compacted => ({ runId, checkpointSeq: cp.seq, deleted })
+            if (cp.compactedAtMs !== null) return result(0)
+            if (readers.behind(runId, cp.seq)) {
+              return yield* Effect.fail(
+                Errors.withFloor(
+                  "reader_behind",
+                  `a stream of run ${JSON.stringify(runId)} still needs entries below ${cp.seq}`,
+                  cp.seq
+                )
+              )
+            }
+            return result(yield* checkpoints.compactBelow(runId, cp.seq, nowMs))
+          })
+        )
+      })
+
+    const service = Journal.make({
+      emitDurable: (input, owner) => emitDurableWith("emitDurable", input, owner),
+      emitDurableUnfenced: (input) => emitDurableWith("emitDurableUnfenced", input, undefined),
+      emitLossy,
+      flush: ifOpen("flush").pipe(Effect.zipRight(lossy.flush)),
+      transact,
+      whenCommitted,
+      entries,
+      stream,
+      changes: PubSub.subscribe(changes),
+      checkpoint,
+      latestCheckpoint,
+      compact
+    })
+
+    yield* Effect.forkScoped(lossy.run)
+    yield* Effect.addFinalizer(() =>
+      Effect.gen(function*() {
+        closing = true
+        yield* Effect.ignore(lossy.flush)
+        closed = true
+        const error = Errors.closed("close")
+        yield* lossy.abandon(error)
+        yield* readers.failAll(error)
+        yield* PubSub.shutdown(changes)
+      })
+    )
+    return service
+  })
+
+/**
+ * The journal with `Consensus` taken from context. With `Consensus.layerLocal`,
+ * provide one build to both this layer and the run store.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerWith = (
+  options: SqlJournalOptions = {}
+): Layer.Layer<Journal.Journal, Journal.JournalError, Consensus | DurableWriter.DurableWriter | SqlClient.SqlClient> =>
+  Layer.scoped(Journal.Journal, make(options))
+
+/**
+ * The journal fenced through its own `SqlConsensus` over the same database.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer = (
+  options: SqlJournalOptions = {}
+): Layer.Layer<Journal.Journal, Journal.JournalError, DurableWriter.DurableWriter | SqlClient.SqlClient> =>
+  layerWith(options).pipe(Layer.provide(SqlConsensus.layer))

@@ -1,0 +1,100 @@
+/**
+ * The admission pipeline (journal.md 5.1), shared by both channels: decode the
+ * input, redact payload and meta, encode canonically, check the size bound.
+ * A refused admission writes nothing and consumes no seq.
+ *
+ * @internal
+ */
+import { Either, type ParseResult, Schema } from "effect"
+import type { JournalError } from "../Journal.js"
+import * as JournalEvent from "../JournalEvent.js"
+import { OwnerId } from "../OwnerId.js"
+import type { Redactor } from "../Redaction.js"
+import { encode } from "./canonical.js"
+import { firstIssue } from "./parse.js"
+import { invalid } from "./errors.js"
+
+/** An admitted emit: validated ids, canonical JSON, content key for identity checks. */
+export interface Admitted {
+  readonly runId: string
+  readonly sourceId: string
+  readonly sourceSeq: number | undefined
+  readonly dedupe: JournalEvent.Dedupe
+  readonly eventType: string
+  readonly payloadJson: string
+  readonly metaJson: string
+  readonly emittedAtMs: number
+}
+
+const decodeInput = Schema.decodeUnknownEither(JournalEvent.Input)
+const decodeOwner = Schema.decodeUnknownEither(OwnerId)
+
+/** Decode with `field` = `<prefix>.<path>` on the first issue. */
+export const decodeWith = <A>(
+  decode: (value: unknown, options?: { readonly errors: "first" }) => Either.Either<A, ParseResult.ParseError>,
+  value: unknown,
+  prefix: string
+): Either.Either<A, JournalError> => {
+  if (typeof value !== "object" || value === null) {
+    return Either.left(invalid(prefix, "must be an object"))
+  }
+  return Either.mapLeft(decode(value, { errors: "first" }), (error) => {
+    const issue = firstIssue(error)
+    return invalid(issue.path === "" ? prefix : `${prefix}.${issue.path}`, issue.message)
+  })
+}
+
+export const admitOwner = (owner: unknown): Either.Either<unknown, JournalError> =>
+  decodeWith(decodeOwner, owner, "owner")
+
+/** Redact then encode one JSON member; `field` names it on refusal. */
+export const encodeJson = (
+  value: unknown,
+  field: string,
+  redactor: Redactor | undefined
+): Either.Either<string, JournalError> => {
+  let redacted: unknown
+  try {
+    redacted = redactor === undefined ? value : redactor(value)
+  } catch (error) {
+    return Either.left(invalid(field, error instanceof Error ? error.message : "cannot be redacted"))
+  }
+  return Either.mapLeft(encode(redacted), (reason) => invalid(field, reason))
+}
+
+export interface AdmissionOptions {
+  readonly redactor: Redactor
+  readonly maxEntryBytes: number | undefined
+}
+
+export const admit = (
+  input: JournalEvent.Input,
+  options: AdmissionOptions,
+  nowMs: number
+): Either.Either<Admitted, JournalError> =>
+  Either.gen(function*() {
+    const decoded = yield* decodeWith(decodeInput, input, "input")
+    if (decoded.payload === undefined) {
+      return yield* Either.left(invalid("input.payload", "must be a JSON value, not undefined"))
+    }
+    const payloadJson = yield* encodeJson(decoded.payload, "input.payload", options.redactor)
+    const metaJson = yield* encodeJson(decoded.meta ?? null, "input.meta", options.redactor)
+    if (options.maxEntryBytes !== undefined) {
+      const bytes = Buffer.byteLength(payloadJson, "utf8") + Buffer.byteLength(metaJson, "utf8")
+      if (bytes > options.maxEntryBytes) {
+        return yield* Either.left(
+          invalid("input.payload", `entry is ${bytes} bytes, above maxEntryBytes ${options.maxEntryBytes}`)
+        )
+      }
+    }
+    return {
+      runId: decoded.runId,
+      sourceId: decoded.sourceId,
+      sourceSeq: decoded.sourceSeq,
+      dedupe: decoded.dedupe ?? "content",
+      eventType: decoded.eventType,
+      payloadJson,
+      metaJson,
+      emittedAtMs: Math.floor(nowMs)
+    }
+  })

@@ -1,0 +1,63 @@
+/**
+ * The identity check and append of journal.md 5.3 steps 3–4, run with the
+ * run's head already locked. Collisions are found by reading before inserting,
+ * never by catching a constraint violation (which aborts a PostgreSQL transaction).
+ *
+ * @internal
+ */
+import type { SqlError } from "@effect/sql/SqlError"
+import { Effect } from "effect"
+import type { JournalError } from "../Journal.js"
+import { makeEventId } from "../JournalEvent.js"
+import type { Admitted } from "./admission.js"
+import { conflict, exhausted } from "./errors.js"
+import type { IdentityCache } from "./identityCache.js"
+import { contentKey, type NewEntry, sameContent, type Store } from "./store.js"
+import { maxSeq } from "./text.js"
+
+export type AppendResult =
+  | { readonly _tag: "Appended"; readonly entry: NewEntry; readonly contentKey: string }
+  | { readonly _tag: "Duplicate"; readonly seq: number; readonly sourceSeq: number; readonly eventId: string; readonly contentKey: string }
+  | { readonly _tag: "Refused"; readonly error: JournalError }
+
+export const appendLocked = (
+  store: Store,
+  cache: IdentityCache,
+  item: Admitted,
+  nextSeq: number
+): Effect.Effect<AppendResult, SqlError> =>
+  Effect.gen(function*() {
+    const key = contentKey(item.eventType, item.payloadJson, item.metaJson)
+    let sourceSeq: number
+    if (item.sourceSeq !== undefined) {
+      sourceSeq = item.sourceSeq
+      const eventId = makeEventId(item.runId, item.sourceId, sourceSeq)
+      const found = yield* store.findIdentity(eventId)
+      if (found !== undefined) {
+        return sameContent(found, key) || item.dedupe === "identity"
+          ? { _tag: "Duplicate", seq: found.seq, sourceSeq, eventId, contentKey: key } as const
+          : { _tag: "Refused", error: conflict(eventId) } as const
+      }
+      cache.raiseFloor(item.runId, item.sourceId, sourceSeq + 1, true)
+    } else {
+      const durableNext = yield* store.durableNext(item.runId, item.sourceId)
+      sourceSeq = Math.max(durableNext, cache.floor(item.runId, item.sourceId) ?? 0)
+      cache.raiseFloor(item.runId, item.sourceId, sourceSeq + 1, false)
+    }
+    if (nextSeq >= maxSeq || sourceSeq >= Number.MAX_SAFE_INTEGER) {
+      return { _tag: "Refused", error: exhausted(item.runId) } as const
+    }
+    const entry: NewEntry = {
+      runId: item.runId,
+      seq: nextSeq,
+      eventId: makeEventId(item.runId, item.sourceId, sourceSeq),
+      sourceId: item.sourceId,
+      sourceSeq,
+      emittedAtMs: item.emittedAtMs,
+      eventType: item.eventType,
+      payloadJson: item.payloadJson,
+      metaJson: item.metaJson
+    }
+    yield* store.insert(entry)
+    return { _tag: "Appended", entry, contentKey: key } as const
+  })

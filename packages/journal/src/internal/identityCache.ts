@@ -1,0 +1,81 @@
+/**
+ * In-process producer state: the identity cache (committed identities, oldest
+ * evicted first; queued lossy identities, never evicted while pending) and the
+ * per-`(runId, sourceId)` sourceSeq floors. It only accelerates: a miss changes
+ * the receipt a lossy emit returns, never what is stored.
+ *
+ * @internal
+ */
+
+export type Cached =
+  | { readonly status: "pending"; readonly contentKey: string }
+  | { readonly status: "committed"; readonly seq: number; readonly contentKey: string }
+
+const pairKey = (runId: string, sourceId: string): string => `${runId.length}:${runId}:${sourceId}`
+
+export const makeIdentityCache = (bound: number) => {
+  const committed = new Map<string, { readonly seq: number; readonly contentKey: string }>()
+  const pending = new Map<string, { readonly contentKey: string }>()
+  const floors = new Map<string, number>()
+  const pendingPerPair = new Map<string, number>()
+  const floorBound = bound * 4
+
+  const get = (eventId: string): Cached | undefined => {
+    const queued = pending.get(eventId)
+    if (queued !== undefined) return { status: "pending", contentKey: queued.contentKey }
+    const done = committed.get(eventId)
+    return done === undefined ? undefined : { status: "committed", seq: done.seq, contentKey: done.contentKey }
+  }
+
+  const commit = (eventId: string, seq: number, contentKey: string): void => {
+    committed.delete(eventId)
+    committed.set(eventId, { seq, contentKey })
+    while (committed.size > bound) {
+      const oldest = committed.keys().next()
+      if (oldest.done === true) break
+      committed.delete(oldest.value)
+    }
+  }
+
+  const addPending = (eventId: string, runId: string, sourceId: string, contentKey: string): void => {
+    pending.set(eventId, { contentKey })
+    const key = pairKey(runId, sourceId)
+    pendingPerPair.set(key, (pendingPerPair.get(key) ?? 0) + 1)
+  }
+
+  /** The queued identity left the queue (committed, collapsed, lost or evicted). */
+  const settlePending = (eventId: string, runId: string, sourceId: string): void => {
+    if (!pending.delete(eventId)) return
+    const key = pairKey(runId, sourceId)
+    const count = (pendingPerPair.get(key) ?? 1) - 1
+    if (count <= 0) pendingPerPair.delete(key)
+    else pendingPerPair.set(key, count)
+  }
+
+  const floor = (runId: string, sourceId: string): number | undefined => floors.get(pairKey(runId, sourceId))
+
+  /**
+   * Raise the pair's floor to at least `next`; floors only rise. `onlyIfKnown`:
+   * an explicit sourceSeq raises a floor already read from the database but
+   * never creates one (the stored maximum may be higher).
+   */
+  const raiseFloor = (runId: string, sourceId: string, next: number, onlyIfKnown: boolean): void => {
+    const key = pairKey(runId, sourceId)
+    const current = floors.get(key)
+    if (current === undefined && onlyIfKnown) return
+    if (current !== undefined && current >= next) return
+    floors.delete(key)
+    floors.set(key, next)
+    if (floors.size > floorBound) {
+      // Forget the oldest pairs with nothing queued: a forgotten floor is re-read from the database.
+      for (const candidate of floors.keys()) {
+        if (floors.size <= floorBound) break
+        if (candidate !== key && !pendingPerPair.has(candidate)) floors.delete(candidate)
+      }
+    }
+  }
+
+  return { get, commit, addPending, settlePending, floor, raiseFloor } as const
+}
+
+export type IdentityCache = ReturnType<typeof makeIdentityCache>
