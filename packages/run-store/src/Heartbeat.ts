@@ -1,0 +1,188 @@
+/**
+ * The lease constants and `keepAlive`, the one owner heartbeat loop (§12).
+ *
+ * @since 0.1.0
+ */
+import * as Consensus from "@baton/journal/Consensus"
+import type * as OwnerIdModule from "@baton/journal/OwnerId"
+import { Clock, Deferred, Duration, Effect, Fiber } from "effect"
+import { RunStore } from "./RunStore.js"
+
+/**
+ * Owner pulse period: 1 second.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const heartbeatInterval: Duration.Duration = Consensus.heartbeatInterval
+
+/**
+ * A stamp is stale strictly after 30 seconds (exactly 30 s old is fresh).
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const heartbeatStaleAfter: Duration.Duration = Consensus.heartbeatStaleAfter
+
+/**
+ * How far a lease reading may lead the reference clock: 10 seconds.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const heartbeatSkewAllowance: Duration.Duration = Consensus.heartbeatSkewAllowance
+
+/**
+ * stale − skew − interval = 19 seconds: an owner stops working 19 s after its last
+ * confirmed pulse.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const heartbeatWriteTolerance: Duration.Duration = Consensus.heartbeatWriteTolerance
+
+/**
+ * `keepAlive` options: the stamp the claim stored (default: read with `RunStore.get`), and
+ * hooks called with the unconfirmed time (ms) on a successful reconfirm and on lapse.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface KeepAliveOptions {
+  readonly heartbeatAtMs?: number
+  readonly onReconfirm?: (unconfirmedMs: number) => Effect.Effect<void>
+  readonly onLapse?: (unconfirmedMs: number) => Effect.Effect<void>
+}
+
+/**
+ * How `keepAlive` ended on its own: `Lost` (the store answered `FenceLost`/`NotFound`) or
+ * `Lapsed` (no confirmed beat for 19 s). Either way the work was told to stop.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type KeepAliveEnd =
+  | { readonly _tag: "Lost"; readonly outcome: "FenceLost" | "NotFound" }
+  | { readonly _tag: "Lapsed"; readonly unconfirmedMs: number }
+
+const nanosToMs = (nanos: bigint): number => Number(nanos / 1_000_000n)
+
+/**
+ * Renews `runId`'s lease for `owner` every `heartbeatInterval` while `work` runs. It never
+ * ends on its own while the lease holds: the caller interrupts it after settling the work.
+ * Only a beat that raises the stored stamp confirms; the 19 s budget runs on the monotonic
+ * clock (`Clock.currentTimeNanos`), so a wall clock that stands still or jumps back never
+ * extends it. On `FenceLost`/`NotFound` it interrupts `work` at once and ends `Lost`; when
+ * the budget runs out and a bounded `reconfirm` does not confirm, it calls `onLapse`,
+ * interrupts `work` and ends `Lapsed`. Interruption of `work` is requested, not awaited.
+ *
+ * @since 0.1.0
+ * @category heartbeat
+ */
+export const keepAlive = (
+  runId: string,
+  owner: OwnerIdModule.OwnerId,
+  work: Fiber.Fiber<unknown, unknown>,
+  options: KeepAliveOptions = {}
+): Effect.Effect<KeepAliveEnd, never, RunStore> =>
+  Effect.gen(function*() {
+    const store = yield* RunStore
+    const toleranceMs = Duration.toMillis(heartbeatWriteTolerance)
+    const reading = Effect.map(Clock.currentTimeMillis, Math.floor)
+    const monotonic = Effect.map(Clock.currentTimeNanos, nanosToMs)
+    const initial = options.heartbeatAtMs !== undefined
+      ? options.heartbeatAtMs
+      : yield* store.get(runId).pipe(
+        Effect.map((row) => row.heartbeatAtMs ?? undefined),
+        Effect.orElseSucceed(() => undefined)
+      )
+    const r0 = yield* reading
+    const m0 = yield* monotonic
+    let stored: number | undefined = initial
+    let lastConfirmed = m0 - (stored === undefined ? 0 : Math.max(0, r0 - stored))
+    let failing = false
+    let behind = false
+    const confirms = (h: number) => stored === undefined || h > stored
+    const end = yield* Deferred.make<KeepAliveEnd>()
+    const permit = yield* Effect.makeSemaphore(1)
+    const annotate = Effect.annotateLogs({ runId })
+
+    const finish = (result: KeepAliveEnd) =>
+      Effect.zipRight(Fiber.interruptFork(work), Deferred.succeed(end, result))
+
+    const pulse = Effect.gen(function*() {
+      const r = yield* reading
+      const m = yield* monotonic
+      const answer = yield* Effect.either(store.heartbeat(runId, owner, r))
+      if (answer._tag === "Left") {
+        if (!failing) {
+          failing = true
+          yield* Effect.logWarning("run heartbeat write failed").pipe(
+            Effect.annotateLogs({ runId, code: answer.left.code })
+          )
+        }
+        return
+      }
+      failing = false
+      const outcome = answer.right
+      if (outcome._tag !== "Updated") return yield* finish({ _tag: "Lost", outcome: outcome._tag })
+      if (confirms(outcome.heartbeatAtMs)) {
+        stored = outcome.heartbeatAtMs
+        lastConfirmed = Math.max(lastConfirmed, m)
+        behind = false
+      } else if (!behind) {
+        behind = true
+        yield* Effect.logWarning(
+          `run lease not extended: clock is ${(stored ?? r) - r} ms behind the stored stamp`
+        ).pipe(annotate)
+      }
+    })
+
+    const expiry = permit.withPermits(1)(Effect.gen(function*() {
+      const now = yield* monotonic
+      if (lastConfirmed + toleranceMs - now > 0) return false
+      const r = yield* reading
+      const m = yield* monotonic
+      const confirmed = yield* store.reconfirm(runId, owner, r).pipe(
+        Effect.flatMap((outcome) =>
+          outcome._tag === "Updated" && confirms(outcome.heartbeatAtMs)
+            ? Effect.gen(function*() {
+              const unconfirmedMs = m - lastConfirmed
+              stored = outcome.heartbeatAtMs
+              lastConfirmed = m
+              if (options.onReconfirm) yield* options.onReconfirm(unconfirmedMs)
+              return true
+            })
+            : Effect.succeed(false)
+        ),
+        Effect.timeoutTo({ duration: heartbeatInterval, onTimeout: () => false, onSuccess: (ok) => ok }),
+        Effect.orElseSucceed(() => false)
+      )
+      if (confirmed) return false
+      const unconfirmedMs = (yield* monotonic) - lastConfirmed
+      yield* Effect.logWarning("run lease lapsed; interrupting owned work").pipe(
+        Effect.annotateLogs({ runId, unconfirmedMs })
+      )
+      if (options.onLapse) yield* options.onLapse(unconfirmedMs)
+      yield* finish({ _tag: "Lapsed", unconfirmedMs })
+      return true
+    }))
+
+    const deadline = Effect.gen(function*() {
+      while (true) {
+        const remaining = lastConfirmed + toleranceMs - (yield* monotonic)
+        if (remaining <= 0) {
+          if (yield* expiry) return
+        } else {
+          yield* Effect.sleep(Duration.millis(Math.min(remaining, Duration.toMillis(heartbeatInterval))))
+        }
+      }
+    })
+
+    const pulses = Effect.forever(Effect.zipRight(Effect.sleep(heartbeatInterval), pulse))
+    const pulseFiber = yield* Effect.forkDaemon(pulses)
+    const deadlineFiber = yield* Effect.forkDaemon(deadline)
+    return yield* Deferred.await(end).pipe(
+      Effect.ensuring(Effect.zipRight(Fiber.interruptFork(pulseFiber), Fiber.interruptFork(deadlineFiber)))
+    )
+  }).pipe(Effect.withSpan("Heartbeat.keepAlive"))

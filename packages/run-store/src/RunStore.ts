@@ -1,0 +1,338 @@
+/**
+ * Fenced run persistence: one `flows_runs` row per durable run is the
+ * authority on its status and owner, and every ownership move is one
+ * compare-and-swap in one write transaction, arbitrated by the injected
+ * `Consensus` strategy and journaled on the run's companion stream.
+ *
+ * Losing a race is a successful Effect carrying a tagged outcome; the error
+ * channel is for invalid input, corrupt rows, constraint violations and
+ * database failure. `state_json` is stored byte-exact and never redacted, so
+ * the database is a secret store.
+ *
+ * @since 0.1.0
+ */
+import type * as DurableWriter from "@baton/database/DurableWriter"
+import type * as Consensus from "@baton/journal/Consensus"
+import * as SqlConsensus from "@baton/journal/SqlConsensus"
+import type * as SqlClient from "@effect/sql/SqlClient"
+import { Context, Effect, Layer } from "effect"
+import * as model from "./internal/model.js"
+import * as Store from "./internal/store/make.js"
+
+/**
+ * The six run statuses: `pending`, `running`, `suspended`, `completed`, `failed`, `cancelled`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const RunStatus = model.RunStatus
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type RunStatus = model.RunStatus
+
+/**
+ * The settled statuses: `completed`, `failed`, `cancelled`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const TerminalRunStatus = model.TerminalRunStatus
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type TerminalRunStatus = model.TerminalRunStatus
+
+/**
+ * True for `completed`, `failed` and `cancelled`.
+ *
+ * @since 0.1.0
+ * @category predicates
+ */
+export const isTerminalRunStatus: (status: RunStatus) => status is TerminalRunStatus = model.isTerminalRunStatus
+
+/**
+ * Deepest admitted run-state JSON value (the root is depth 0).
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const maximumRunJsonDepth = model.maximumRunJsonDepth
+
+/**
+ * Most JSON values (and array elements plus object entries) in one run state.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const maximumRunJsonNodes = model.maximumRunJsonNodes
+
+/**
+ * Stable error codes: `invalid_run` (admission), `not_found_row` (`get`/`latestRound` of an
+ * unknown id), `constraint`, `decode_failed`, `persistence_failed`.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export const RunStoreErrorCode = model.RunStoreErrorCode
+
+/**
+ * @since 0.1.0
+ * @category errors
+ */
+export type RunStoreErrorCode = model.RunStoreErrorCode
+
+/**
+ * The run store's error. `message` is `<code>: RunStore.<method>: <detail>`; `cause` never
+ * carries state text, bound parameters or driver messages (for `invalid_run` it is
+ * `{ field, detail, ... }`; for database failures `{ category, cause: DatabaseError }`).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export { RunStoreError } from "./internal/model.js"
+
+/**
+ * What a compare-and-swap compares: status, owner and heartbeat stamp (epoch ms).
+ * A `RunRow` from `get` is accepted wherever a snapshot is expected.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type RunSnapshot = model.RunSnapshot
+
+/**
+ * A decoded, frozen `flows_runs` row (times in epoch ms; `claim` is a pending two-phase claim).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type RunRow = model.RunRow
+
+/**
+ * `create` options: parent run, and lineage id plus round ordinal (both or neither).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type CreateOptions = model.CreateOptions
+
+/**
+ * A predicate `transitionOwned` checks in its own transaction: `cancelRequested`
+ * `"absent"` or `"present"`; `{}` checks nothing.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const TransitionGuard = model.TransitionGuard
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type TransitionGuard = model.TransitionGuard
+
+/**
+ * `requestCancel`/`requestCancelLineage`: `CancelRequested`, `AlreadyRequested` (the stored
+ * request time), `NotFound`, `Terminal`.
+ *
+ * @since 0.1.0
+ * @category outcomes
+ */
+export type RequestCancelOutcome = model.RequestCancelOutcome
+
+/**
+ * `claim`: `Claimed { claimedAtMs }` (the token `activate` needs), `NotFound`,
+ * `AlreadyClaimed`, `HeartbeatFresh`, `SnapshotChanged`.
+ *
+ * @since 0.1.0
+ * @category outcomes
+ */
+export type ClaimOutcome = model.ClaimOutcome
+
+/**
+ * `steal`: a `ClaimOutcome` or `LivenessUnconfirmed` (evidence did not match).
+ *
+ * @since 0.1.0
+ * @category outcomes
+ */
+export type StealOutcome = model.StealOutcome
+
+/**
+ * `claimAndOwn`: `Activated`, `NotFound`, `AlreadyClaimed`, `HeartbeatFresh`,
+ * `SnapshotChanged`, `EvidenceRequired` (a stale foreign owner and no matching evidence).
+ *
+ * @since 0.1.0
+ * @category outcomes
+ */
+export type ClaimAndOwnOutcome = model.ClaimAndOwnOutcome
+
+/**
+ * `activate`: `Activated`, `ClaimLost`, `SnapshotChanged` (the claim was released).
+ *
+ * @since 0.1.0
+ * @category outcomes
+ */
+export type ActivateOutcome = model.ActivateOutcome
+
+/**
+ * `abandonClaim`: `Abandoned` or `ClaimLost`.
+ *
+ * @since 0.1.0
+ * @category outcomes
+ */
+export type AbandonClaimOutcome = model.AbandonClaimOutcome
+
+/**
+ * `recoverClaim`: `Recovered`, `NotFound`, `ClaimFresh`, `ClaimChanged`, `LivenessUnconfirmed`.
+ *
+ * @since 0.1.0
+ * @category outcomes
+ */
+export type RecoverClaimOutcome = model.RecoverClaimOutcome
+
+/**
+ * `heartbeat`/`reconfirm`: `Updated { heartbeatAtMs }` carrying the stored (possibly
+ * unchanged) stamp, `FenceLost`, `NotFound`.
+ *
+ * @since 0.1.0
+ * @category outcomes
+ */
+export type HeartbeatOutcome = model.HeartbeatOutcome
+
+/**
+ * `transitionOwned`: `Transitioned`, `FenceLost`, `NotFound`, `GuardFailed`.
+ *
+ * @since 0.1.0
+ * @category outcomes
+ */
+export type TransitionOutcome = model.TransitionOutcome
+
+/**
+ * Ownership facts on the companion stream: `claimed`, `activated`, `released`, `stolen`, `expired`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const OwnershipTransition = model.OwnershipTransition
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type OwnershipTransition = model.OwnershipTransition
+
+/**
+ * The companion stream name of ownership facts: `"run-store"`.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const companionStream: "run-store" = model.companionStream
+
+/**
+ * Event type of an ownership fact: `"flows.consensus." + transition`.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const ownershipEventType: (transition: OwnershipTransition) => string = model.ownershipEventType
+
+/**
+ * The run store's operations. Every method has no context requirement; an optional
+ * `Journal` in the caller's context receives the ownership facts.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Service = model.Service
+
+/**
+ * @since 0.1.0
+ * @category services
+ */
+export class RunStore extends Context.Tag("@baton/run-store/RunStore")<RunStore, Service>() {}
+
+/**
+ * The SQL run store over the context's client, writer and `Consensus` strategy.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make: Effect.Effect<Service, never, Consensus.Consensus | DurableWriter.DurableWriter | SqlClient.SqlClient> =
+  Store.make
+
+const noStore = (method: string) =>
+  Effect.fail(
+    new model.RunStoreError({
+      code: "persistence_failed",
+      method,
+      message: `persistence_failed: RunStore.${method}: no run store in this environment`,
+      cause: method
+    })
+  )
+
+/**
+ * A store for environments without persistence: reads and `create` fail
+ * `persistence_failed`; compare-and-swap methods answer `NotFound`; `activate` and
+ * `abandonClaim` answer `ClaimLost`; `acknowledgeCancel` answers `false`.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const makeNoop = (overrides?: Partial<Service>): Service => {
+  const notFound = Effect.succeed({ _tag: "NotFound" } as const)
+  const claimLost = Effect.succeed({ _tag: "ClaimLost" } as const)
+  return Object.freeze({
+    create: () => noStore("create"),
+    get: () => noStore("get"),
+    lineage: () => noStore("lineage"),
+    latestRound: () => noStore("latestRound"),
+    requestCancelLineage: () => noStore("requestCancelLineage"),
+    requestCancel: () => notFound,
+    claim: () => notFound,
+    claimAndOwn: () => notFound,
+    recoverClaim: () => notFound,
+    heartbeat: () => notFound,
+    reconfirm: () => notFound,
+    transitionOwned: () => notFound,
+    steal: () => notFound,
+    activate: () => claimLost,
+    abandonClaim: () => claimLost,
+    acknowledgeCancel: () => Effect.succeed(false),
+    ...overrides
+  })
+}
+
+/**
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerNoop = (overrides?: Partial<Service>): Layer.Layer<RunStore> =>
+  Layer.succeed(RunStore, makeNoop(overrides))
+
+/**
+ * The SQL store over an injected `Consensus`: give it the same strategy instance the
+ * journal fences through.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerWith: Layer.Layer<RunStore, never, Consensus.Consensus | DurableWriter.DurableWriter | SqlClient.SqlClient> =
+  Layer.effect(RunStore, make)
+
+/**
+ * The SQL store over `SqlConsensus` (leases in `flows_consensus_leases`, created by the
+ * journal's migration set).
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer: Layer.Layer<RunStore, never, DurableWriter.DurableWriter | SqlClient.SqlClient> = Layer.provide(
+  layerWith,
+  SqlConsensus.layer
+)

@@ -1,0 +1,146 @@
+/**
+ * Run-store admission (spec §6): owners, evidence, snapshots, guards and create
+ * options, read as inert records and returned as frozen copies.
+ */
+import type * as Consensus from "@baton/journal/Consensus"
+import * as JournalEvent from "@baton/journal/JournalEvent"
+import * as Boundary from "./Boundary.js"
+import {
+  type CreateOptions,
+  isRunStatus,
+  type OwnerIdType,
+  type RunSnapshot,
+  type RunStatus,
+  type TransitionGuard
+} from "./model.js"
+
+type Admitted<A> = Boundary.Admitted<A>
+const { isRefusal, ok, refuse } = Boundary
+
+export const runId = (value: unknown, field = "runId"): Admitted<string> => Boundary.durableText(field, value)
+
+/** `create`'s run id: durable text that is not a journal companion stream id. */
+export const newRunId = (value: unknown): Admitted<string> => {
+  const admitted = runId(value)
+  if (isRefusal(admitted)) return admitted
+  return JournalEvent.isCompanionRunId(admitted.value)
+    ? refuse("runId", "runId uses the reserved journal companion stream prefix")
+    : admitted
+}
+
+export const owner = (field: string, value: unknown): Admitted<OwnerIdType> => {
+  const fields = Boundary.record(field, value, ["hostId", "pid", "nonce"], true)
+  if (isRefusal(fields)) return fields
+  const hostId = Boundary.durableText(`${field}.hostId`, fields.value.hostId)
+  if (isRefusal(hostId)) return hostId
+  const pid = Boundary.safeNonNegative(`${field}.pid`, fields.value.pid)
+  if (isRefusal(pid)) return pid
+  const nonce = Boundary.durableText(`${field}.nonce`, fields.value.nonce)
+  if (isRefusal(nonce)) return nonce
+  return ok(Object.freeze({ hostId: hostId.value, pid: pid.value, nonce: nonce.value }))
+}
+
+const evidenceKinds: ReadonlyArray<unknown> = ["same-host-pid-dead", "cross-host-unreachable-stale", "lease-expired"]
+
+export const evidence = (field: string, value: unknown): Admitted<Consensus.LivenessEvidence> => {
+  const fields = Boundary.record(field, value, ["expectedOwner", "checkedAtMs", "kind"], true)
+  if (isRefusal(fields)) return fields
+  const expectedOwner = owner(`${field}.expectedOwner`, fields.value.expectedOwner)
+  if (isRefusal(expectedOwner)) return expectedOwner
+  const checkedAtMs = Boundary.safeNonNegative(`${field}.checkedAtMs`, fields.value.checkedAtMs)
+  if (isRefusal(checkedAtMs)) return checkedAtMs
+  if (!evidenceKinds.includes(fields.value.kind)) {
+    return refuse(`${field}.kind`, `${field}.kind must be one of ${evidenceKinds.join(", ")}`)
+  }
+  return ok(Object.freeze({
+    expectedOwner: expectedOwner.value,
+    checkedAtMs: checkedAtMs.value,
+    kind: fields.value.kind as Consensus.LivenessEvidence["kind"]
+  }))
+}
+
+/** A structural snapshot (extra fields ignored, so a `RunRow` is accepted), with its invariants. */
+export const snapshot = (field: string, value: unknown): Admitted<RunSnapshot> => {
+  const fields = Boundary.record(field, value, ["status", "owner", "heartbeatAtMs"], false)
+  if (isRefusal(fields)) return fields
+  const raw = fields.value
+  for (const key of ["status", "owner", "heartbeatAtMs"]) {
+    if (!(key in raw)) return refuse(`${field}.${key}`, `${field}.${key} is required`)
+  }
+  if (!isRunStatus(raw.status)) return refuse(`${field}.status`, `${field}.status must be a run status`)
+  let heartbeatAtMs: number | null = null
+  if (raw.heartbeatAtMs !== null) {
+    const admitted = Boundary.safeNonNegative(`${field}.heartbeatAtMs`, raw.heartbeatAtMs)
+    if (isRefusal(admitted)) return admitted
+    heartbeatAtMs = admitted.value
+  }
+  let ownerValue: OwnerIdType | null = null
+  if (raw.owner !== null) {
+    const admitted = owner(`${field}.owner`, raw.owner)
+    if (isRefusal(admitted)) return admitted
+    ownerValue = admitted.value
+  }
+  const running = raw.status === "running"
+  if (running !== (ownerValue !== null) || running !== (heartbeatAtMs !== null)) {
+    return refuse(
+      field,
+      `${field} must have an owner and a heartbeat exactly when its status is running`
+    )
+  }
+  return ok(Object.freeze({ status: raw.status, owner: ownerValue, heartbeatAtMs }))
+}
+
+/** `undefined` is no guard; `{}` a guard without predicate. */
+export const guard = (value: unknown): Admitted<TransitionGuard | undefined> => {
+  if (value === undefined) return ok(undefined)
+  const fields = Boundary.record("guard", value, ["cancelRequested"], true)
+  if (isRefusal(fields)) return fields
+  const cancelRequested = fields.value.cancelRequested
+  if (cancelRequested === undefined && !("cancelRequested" in fields.value)) return ok(Object.freeze({}))
+  if (cancelRequested !== "absent" && cancelRequested !== "present") {
+    return refuse("guard.cancelRequested", "guard.cancelRequested must be \"absent\" or \"present\"")
+  }
+  return ok(Object.freeze({ cancelRequested }))
+}
+
+export interface AdmittedCreateOptions {
+  readonly parentRunId: string | null
+  readonly lineageId: string | null
+  readonly roundOrdinal: number | null
+}
+
+export const createOptions = (value: unknown): Admitted<AdmittedCreateOptions> => {
+  if (value === undefined || value === null) return ok({ parentRunId: null, lineageId: null, roundOrdinal: null })
+  const fields = Boundary.record("options", value, ["parentRunId", "lineageId", "roundOrdinal"], true)
+  if (isRefusal(fields)) return fields
+  const present = (v: unknown) => v !== undefined && v !== null
+  const raw = fields.value as Record<keyof CreateOptions, unknown>
+  let parentRunId: string | null = null
+  if (present(raw.parentRunId)) {
+    const admitted = runId(raw.parentRunId, "options.parentRunId")
+    if (isRefusal(admitted)) return admitted
+    parentRunId = admitted.value
+  }
+  let lineageId: string | null = null
+  if (present(raw.lineageId)) {
+    const admitted = runId(raw.lineageId, "options.lineageId")
+    if (isRefusal(admitted)) return admitted
+    lineageId = admitted.value
+  }
+  let roundOrdinal: number | null = null
+  if (present(raw.roundOrdinal)) {
+    const admitted = Boundary.safeNonNegative("options.roundOrdinal", raw.roundOrdinal)
+    if (isRefusal(admitted)) return admitted
+    roundOrdinal = admitted.value
+  }
+  if ((lineageId === null) !== (roundOrdinal === null)) {
+    return refuse("options.lineageId", "options.lineageId and options.roundOrdinal must be given together")
+  }
+  return ok({ parentRunId, lineageId, roundOrdinal })
+}
+
+/** `transitionOwned`'s target: a run status other than `pending`. */
+export const targetStatus = (value: unknown): Admitted<Exclude<RunStatus, "pending">> =>
+  isRunStatus(value) && value !== "pending"
+    ? ok(value)
+    : refuse("toStatus", "toStatus must be running, suspended, completed, failed or cancelled")

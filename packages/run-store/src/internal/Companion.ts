@@ -1,0 +1,39 @@
+/**
+ * Ownership facts on the run's companion stream (§11), appended through the
+ * journal's `Companion.append` inside the caller's write. With no `Journal`
+ * in context the append is a no-op.
+ */
+import * as JournalCompanion from "@baton/journal/Companion"
+import { Effect } from "effect"
+import { ownershipEventType, type OwnerIdType, type OwnershipTransition } from "./model.js"
+
+export interface Fact {
+  readonly transition: OwnershipTransition
+  readonly owner: OwnerIdType
+  readonly grantedAtMs: number | null
+}
+
+export const fact = (transition: OwnershipTransition, owner: OwnerIdType, grantedAtMs: number | null): Fact => ({
+  transition,
+  owner,
+  grantedAtMs
+})
+
+/** Appends `facts` in order as the last step of the write. */
+export const appendAll = (runId: string, facts: ReadonlyArray<Fact>) =>
+  Effect.forEach(
+    facts,
+    (f) =>
+      JournalCompanion.append({
+        stream: JournalCompanion.runStore.stream,
+        sourceId: JournalCompanion.runStore.sourceId,
+        runId,
+        eventType: ownershipEventType(f.transition),
+        payload: {
+          runId,
+          owner: { hostId: f.owner.hostId, pid: f.owner.pid, nonce: f.owner.nonce },
+          grantedAtMs: f.grantedAtMs
+        }
+      }),
+    { discard: true }
+  )

@@ -1,0 +1,59 @@
+/**
+ * Building `RunStoreError`s: invalid input, missing rows, decode failures and
+ * the persistence mapping that keeps only the database error code.
+ */
+import * as DurableWriter from "@baton/database/DurableWriter"
+import type * as Boundary from "./Boundary.js"
+import { RunStoreError, type RunStoreErrorCode } from "./model.js"
+
+const make = (code: RunStoreErrorCode, method: string, detail: string, cause: unknown) =>
+  new RunStoreError({ code, method, message: `${code}: RunStore.${method}: ${detail}`, cause })
+
+export const invalid = (method: string, refusal: Boundary.Refusal, extra?: Record<string, unknown>) =>
+  make("invalid_run", method, refusal.detail, { field: refusal.field, detail: refusal.detail, ...extra })
+
+export const notFoundRow = (method: string, runId: string) =>
+  make("not_found_row", method, "no run with this id", { runId })
+
+export const decodeFailed = (method: string, detail: string, cause: Record<string, unknown>) =>
+  make("decode_failed", method, detail, cause)
+
+export const writeInvariant = (method: string, runId: string, detail: string) =>
+  make("persistence_failed", method, detail, { runId, stage: "write-invariant" })
+
+const isObject = (value: unknown): value is Record<string, unknown> => typeof value === "object" && value !== null
+
+/** Walks at most 8 `cause` links looking for a database error code. */
+const databaseCode = (error: unknown): DurableWriter.DatabaseErrorCode | undefined => {
+  let current: unknown = error
+  for (let depth = 0; depth <= 8 && isObject(current); depth++) {
+    try {
+      if (current._tag === "@baton/database/DatabaseError") return current.code as DurableWriter.DatabaseErrorCode
+      if (current._tag === "SqlError") return DurableWriter.codeOf(current)
+      current = current.cause
+    } catch {
+      return undefined
+    }
+  }
+  return undefined
+}
+
+/**
+ * Maps any failure of a store write to a `RunStoreError`: a `RunStoreError`
+ * passes through; a database constraint is `constraint`; everything else is
+ * `persistence_failed`. The cause keeps only a fresh `DatabaseError` with the
+ * code, so an outer writer can still classify a retry and no driver message
+ * or bound parameter leaks.
+ */
+export const fromFailure = (method: string, error: unknown): RunStoreError => {
+  if (error instanceof RunStoreError) return error
+  const code = databaseCode(error)
+  if (code === undefined) {
+    const kind = isObject(error) && typeof error._tag === "string" ? error._tag : "unknown"
+    return make("persistence_failed", method, "the store could not complete the operation", { category: kind })
+  }
+  const cause = { category: code, cause: new DurableWriter.DatabaseError({ code }) }
+  return code === "constraint"
+    ? make("constraint", method, "the database refused the change", cause)
+    : make("persistence_failed", method, "the database could not complete the operation", cause)
+}

@@ -1,0 +1,181 @@
+/**
+ * Run-store models, outcomes and the error type, shared by the public
+ * `RunStore` module and the internal operations (kept here so the operations
+ * never import the public module that imports them).
+ */
+import type * as Consensus from "@baton/journal/Consensus"
+import type * as OwnerId from "@baton/journal/OwnerId"
+import type { Effect } from "effect"
+import { Schema } from "effect"
+
+export const RunStatus = Schema.Literal("pending", "running", "suspended", "completed", "failed", "cancelled")
+export type RunStatus = Schema.Schema.Type<typeof RunStatus>
+
+export const TerminalRunStatus = Schema.Literal("completed", "failed", "cancelled")
+export type TerminalRunStatus = "completed" | "failed" | "cancelled"
+
+const statuses: ReadonlyArray<string> = RunStatus.literals
+export const isRunStatus = (value: unknown): value is RunStatus =>
+  typeof value === "string" && statuses.includes(value)
+
+export const isTerminalRunStatus = (status: RunStatus): status is TerminalRunStatus =>
+  status === "completed" || status === "failed" || status === "cancelled"
+
+export const maximumRunJsonDepth = 128
+export const maximumRunJsonNodes = 100_000
+
+export const RunStoreErrorCode = Schema.Literal(
+  "invalid_run",
+  "not_found_row",
+  "constraint",
+  "decode_failed",
+  "persistence_failed"
+)
+export type RunStoreErrorCode = Schema.Schema.Type<typeof RunStoreErrorCode>
+
+export class RunStoreError extends Schema.TaggedError<RunStoreError>()("@baton/run-store/RunStoreError", {
+  code: RunStoreErrorCode,
+  method: Schema.String,
+  message: Schema.String,
+  cause: Schema.Unknown
+}) {}
+
+export type OwnerIdType = OwnerId.OwnerId
+export type LivenessEvidence = Consensus.LivenessEvidence
+
+export interface RunSnapshot {
+  readonly status: RunStatus
+  readonly owner: OwnerIdType | null
+  readonly heartbeatAtMs: number | null
+}
+
+export interface RunRow extends RunSnapshot {
+  readonly runId: string
+  readonly createdAtMs: number
+  readonly startedAtMs: number | null
+  readonly finishedAtMs: number | null
+  readonly claim: OwnerIdType | null
+  readonly claimedAtMs: number | null
+  readonly parentRunId: string | null
+  readonly cancelRequestedAtMs: number | null
+  readonly lineageId?: string | null | undefined
+  readonly roundOrdinal?: number | null | undefined
+  readonly stateJson: string
+}
+
+export interface CreateOptions {
+  readonly parentRunId?: string | undefined
+  readonly lineageId?: string | undefined
+  readonly roundOrdinal?: number | undefined
+}
+
+export const TransitionGuard = Schema.Struct({
+  cancelRequested: Schema.optional(Schema.Literal("absent", "present"))
+})
+export type TransitionGuard = { readonly cancelRequested?: "absent" | "present" }
+
+type T<Tag extends string> = { readonly _tag: Tag }
+
+export type RequestCancelOutcome =
+  | { readonly _tag: "CancelRequested"; readonly requestedAtMs: number }
+  | { readonly _tag: "AlreadyRequested"; readonly requestedAtMs: number }
+  | T<"NotFound">
+  | { readonly _tag: "Terminal"; readonly status: TerminalRunStatus }
+export type ClaimOutcome =
+  | { readonly _tag: "Claimed"; readonly claimedAtMs: number }
+  | T<"NotFound">
+  | T<"AlreadyClaimed">
+  | T<"HeartbeatFresh">
+  | T<"SnapshotChanged">
+export type StealOutcome = ClaimOutcome | T<"LivenessUnconfirmed">
+export type ClaimAndOwnOutcome =
+  | T<"Activated">
+  | T<"NotFound">
+  | T<"AlreadyClaimed">
+  | T<"HeartbeatFresh">
+  | T<"SnapshotChanged">
+  | T<"EvidenceRequired">
+export type ActivateOutcome = T<"Activated"> | T<"ClaimLost"> | T<"SnapshotChanged">
+export type AbandonClaimOutcome = T<"Abandoned"> | T<"ClaimLost">
+export type RecoverClaimOutcome =
+  | T<"Recovered">
+  | T<"NotFound">
+  | T<"ClaimFresh">
+  | T<"ClaimChanged">
+  | T<"LivenessUnconfirmed">
+export type HeartbeatOutcome =
+  | { readonly _tag: "Updated"; readonly heartbeatAtMs: number }
+  | T<"FenceLost">
+  | T<"NotFound">
+export type TransitionOutcome = T<"Transitioned"> | T<"FenceLost"> | T<"NotFound"> | T<"GuardFailed">
+
+/** The loss classification shared by the claim family. */
+export type ClaimLoss = T<"NotFound"> | T<"AlreadyClaimed"> | T<"HeartbeatFresh"> | T<"SnapshotChanged">
+
+export const OwnershipTransition = Schema.Literal("claimed", "activated", "released", "stolen", "expired")
+export type OwnershipTransition = Schema.Schema.Type<typeof OwnershipTransition>
+
+export const companionStream = "run-store" as const
+export const ownershipEventType = (transition: OwnershipTransition): string => `flows.consensus.${transition}`
+
+export interface Service {
+  readonly create: (runId: string, stateJson: string, options?: CreateOptions) => Effect.Effect<void, RunStoreError>
+  readonly get: (runId: string) => Effect.Effect<RunRow, RunStoreError>
+  readonly lineage: (runId: string) => Effect.Effect<ReadonlyArray<RunRow>, RunStoreError>
+  readonly latestRound: (runId: string) => Effect.Effect<RunRow, RunStoreError>
+  readonly requestCancel: (runId: string, nowMs: number) => Effect.Effect<RequestCancelOutcome, RunStoreError>
+  readonly acknowledgeCancel: (
+    runId: string,
+    owner: OwnerIdType,
+    nowMs: number
+  ) => Effect.Effect<boolean, RunStoreError>
+  readonly requestCancelLineage: (runId: string, nowMs: number) => Effect.Effect<RequestCancelOutcome, RunStoreError>
+  readonly claim: (
+    runId: string,
+    expected: RunSnapshot,
+    claimant: OwnerIdType,
+    nowMs: number
+  ) => Effect.Effect<ClaimOutcome, RunStoreError>
+  readonly claimAndOwn: (
+    runId: string,
+    expected: RunSnapshot,
+    owner: OwnerIdType,
+    nowMs: number,
+    evidence?: LivenessEvidence
+  ) => Effect.Effect<ClaimAndOwnOutcome, RunStoreError>
+  readonly activate: (
+    runId: string,
+    claimant: OwnerIdType,
+    claimedAtMs: number,
+    expected: RunSnapshot
+  ) => Effect.Effect<ActivateOutcome, RunStoreError>
+  readonly abandonClaim: (
+    runId: string,
+    claimant: OwnerIdType,
+    claimedAtMs: number
+  ) => Effect.Effect<AbandonClaimOutcome, RunStoreError>
+  readonly recoverClaim: (
+    runId: string,
+    staleClaimant: OwnerIdType,
+    claimedAtMs: number,
+    observer: OwnerIdType,
+    nowMs: number,
+    evidence: LivenessEvidence
+  ) => Effect.Effect<RecoverClaimOutcome, RunStoreError>
+  readonly heartbeat: (runId: string, owner: OwnerIdType, nowMs: number) => Effect.Effect<HeartbeatOutcome, RunStoreError>
+  readonly reconfirm: (runId: string, owner: OwnerIdType, nowMs: number) => Effect.Effect<HeartbeatOutcome, RunStoreError>
+  readonly transitionOwned: (
+    runId: string,
+    owner: OwnerIdType,
+    toStatus: RunStatus,
+    stateJson?: string,
+    guard?: TransitionGuard
+  ) => Effect.Effect<TransitionOutcome, RunStoreError>
+  readonly steal: (
+    runId: string,
+    expected: RunSnapshot,
+    claimant: OwnerIdType,
+    nowMs: number,
+    evidence: LivenessEvidence
+  ) => Effect.Effect<StealOutcome, RunStoreError>
+}

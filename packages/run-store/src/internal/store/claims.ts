@@ -1,0 +1,318 @@
+/**
+ * The claim family (§10.7–10.11, 10.14): claim, claimAndOwn, activate,
+ * abandonClaim, recoverClaim and steal. Each decides from the locked row,
+ * asks the strategy, mirrors the answer and appends the facts last.
+ */
+import * as Consensus from "@baton/journal/Consensus"
+import { Clock, Effect, Metric, Option } from "effect"
+import * as RunStoreMetrics from "../../RunStoreMetrics.js"
+import * as Admission from "../Admission.js"
+import * as Boundary from "../Boundary.js"
+import * as Companion from "../Companion.js"
+import type {
+  ActivateOutcome,
+  ClaimAndOwnOutcome,
+  ClaimOutcome,
+  LivenessEvidence,
+  OwnerIdType,
+  RecoverClaimOutcome,
+  RunSnapshot,
+  Service,
+  StealOutcome
+} from "../model.js"
+import * as Rows from "../rows.js"
+import { admit, admitReading, leaseWrite, lockRow, operation, readRow, type StoreContext, write } from "./context.js"
+
+const op = (name: string) => Metric.tagged(RunStoreMetrics.claims, "op", name)
+
+const setClaim = (ctx: StoreContext, runId: string, claimant: OwnerIdType, claimedAtMs: number) =>
+  ctx.sql`UPDATE flows_runs SET claim_host_id = ${claimant.hostId}, claim_pid = ${claimant.pid},
+    claim_nonce = ${claimant.nonce}, claimed_at_ms = ${claimedAtMs} WHERE run_id = ${runId}`
+
+const clearClaim = (ctx: StoreContext, runId: string, claimant: OwnerIdType, claimedAtMs: number) =>
+  ctx.sql<{ readonly run_id: string }>`UPDATE flows_runs SET claim_host_id = NULL, claim_pid = NULL,
+    claim_nonce = NULL, claimed_at_ms = NULL
+    WHERE run_id = ${runId} AND ${Rows.claimIs(ctx.sql, claimant, claimedAtMs)} RETURNING run_id`
+
+/** Installs `owner` on the row (claim columns cleared): the activation mirror. */
+const installOwner = (ctx: StoreContext, runId: string, owner: OwnerIdType, atMs: number) =>
+  ctx.sql`UPDATE flows_runs SET status = 'running', started_at_ms = COALESCE(started_at_ms, ${atMs}),
+    finished_at_ms = NULL, owner_host_id = ${owner.hostId}, owner_pid = ${owner.pid},
+    owner_nonce = ${owner.nonce}, heartbeat_at_ms = ${atMs},
+    claim_host_id = NULL, claim_pid = NULL, claim_nonce = NULL, claimed_at_ms = NULL
+    WHERE run_id = ${runId}`
+
+const nowMsOf = (method: string, value: unknown) => admit(method, Boundary.safeNonNegative("nowMs", value))
+
+export const make = (ctx: StoreContext): Pick<
+  Service,
+  "claim" | "claimAndOwn" | "activate" | "abandonClaim" | "recoverClaim" | "steal"
+> => {
+  const claim = (runId: string, expected: RunSnapshot, claimant: OwnerIdType, nowMs: number) =>
+    operation(
+      "claim",
+      op("claim"),
+      Effect.gen(function*() {
+        const id = yield* admit("claim", Admission.runId(runId))
+        const snapshot = yield* admit("claim", Admission.snapshot("expected", expected))
+        const who = yield* admit("claim", Admission.owner("claimant", claimant))
+        const now = yield* nowMsOf("claim", nowMs)
+        const check = { method: "claim", runId: id, nowMs: now }
+        yield* admitReading(ctx, check)
+        yield* Effect.annotateCurrentSpan({ runId: id, claimantHostId: who.hostId })
+        return yield* leaseWrite(
+          ctx,
+          check,
+          undefined,
+          Effect.gen(function*() {
+            const row = yield* lockRow(ctx, "claim", id)
+            if (
+              row === undefined || (row.status !== "pending" && row.status !== "suspended") ||
+              !Rows.snapshotMatches(row, snapshot) || row.claim !== null
+            ) return Rows.classify(row, now)
+            const grant = yield* ctx.consensus.claim(id, who, now)
+            if (grant._tag === "Rejected") return Rows.classify(row, now)
+            yield* setClaim(ctx, id, who, grant.grantedAtMs)
+            yield* Companion.appendAll(id, [Companion.fact("claimed", who, grant.grantedAtMs)])
+            return { _tag: "Claimed", claimedAtMs: grant.grantedAtMs } as ClaimOutcome
+          })
+        )
+      })
+    )
+
+  const claimAndOwn = (
+    runId: string,
+    expected: RunSnapshot,
+    owner: OwnerIdType,
+    nowMs: number,
+    evidence?: LivenessEvidence
+  ) =>
+    operation(
+      "claimAndOwn",
+      op("claim_and_own"),
+      Effect.gen(function*() {
+        const id = yield* admit("claimAndOwn", Admission.runId(runId))
+        const snapshot = yield* admit("claimAndOwn", Admission.snapshot("expected", expected))
+        const who = yield* admit("claimAndOwn", Admission.owner("owner", owner))
+        const now = yield* nowMsOf("claimAndOwn", nowMs)
+        const check = { method: "claimAndOwn", runId: id, nowMs: now }
+        yield* admitReading(ctx, check)
+        const proof = evidence === undefined
+          ? undefined
+          : yield* admit("claimAndOwn", Admission.evidence("evidence", evidence))
+        yield* Effect.annotateCurrentSpan({ runId: id, ownerHostId: who.hostId })
+        const previous = snapshot.owner
+        const needsEvidence = snapshot.status === "running" && previous !== null &&
+          !Consensus.sameOwner(previous, who) &&
+          (proof === undefined || !Consensus.matchesEvidence(previous, who, now, proof))
+        // Without matching evidence no takeover can succeed: answer from a plain read.
+        const preCheck = needsEvidence
+          ? Effect.map(readRow(ctx, "claimAndOwn", id), (row): Option.Option<ClaimAndOwnOutcome> => {
+            const loss = Rows.classify(row, now)
+            return Option.some(
+              loss._tag === "SnapshotChanged" && row !== undefined && Rows.snapshotMatches(row, snapshot)
+                ? { _tag: "EvidenceRequired" }
+                : loss
+            )
+          })
+          : undefined
+        return yield* leaseWrite(
+          ctx,
+          check,
+          preCheck,
+          Effect.gen(function*() {
+            const row = yield* lockRow(ctx, "claimAndOwn", id)
+            if (
+              row === undefined || !(row.status === "pending" || row.status === "suspended" || row.status === "running") ||
+              !Rows.snapshotMatches(row, snapshot) || row.claim !== null ||
+              (row.status === "running" && !Rows.isStale(row.heartbeatAtMs, now))
+            ) return Rows.classify(row, now) as ClaimAndOwnOutcome
+            const facts: Array<Companion.Fact> = []
+            let transition: "claimed" | "stolen" = "claimed"
+            let grant: Consensus.ClaimOutcome
+            if (previous === null) {
+              grant = yield* ctx.consensus.claim(id, who, now)
+            } else if (Consensus.sameOwner(previous, who)) {
+              // Re-owning one's own stale run: a fresh generation. The release stands even if the claim then loses.
+              yield* ctx.consensus.release(id, who)
+              facts.push(Companion.fact("released", who, null))
+              grant = yield* ctx.consensus.claim(id, who, now)
+            } else {
+              transition = "stolen"
+              grant = yield* ctx.consensus.steal(id, who, now, proof!)
+            }
+            if (grant._tag === "Rejected") {
+              yield* Companion.appendAll(id, facts)
+              return Rows.classify(row, now) as ClaimAndOwnOutcome
+            }
+            const activation = yield* ctx.consensus.activate(id, who, grant.grantedAtMs, now)
+            if (activation._tag === "Lost") {
+              yield* ctx.consensus.release(id, who)
+              yield* Companion.appendAll(id, facts)
+              return Rows.classify(row, now) as ClaimAndOwnOutcome
+            }
+            yield* installOwner(ctx, id, who, now)
+            facts.push(
+              Companion.fact(transition, who, grant.grantedAtMs),
+              Companion.fact("activated", who, grant.grantedAtMs)
+            )
+            yield* Companion.appendAll(id, facts)
+            return { _tag: "Activated" } as ClaimAndOwnOutcome
+          })
+        )
+      })
+    )
+
+  const activate = (runId: string, claimant: OwnerIdType, claimedAtMs: number, expected: RunSnapshot) =>
+    operation(
+      "activate",
+      op("activate"),
+      Effect.gen(function*() {
+        const id = yield* admit("activate", Admission.runId(runId))
+        const who = yield* admit("activate", Admission.owner("claimant", claimant))
+        const token = yield* admit("activate", Boundary.safeNonNegative("claimedAtMs", claimedAtMs))
+        const snapshot = yield* admit("activate", Admission.snapshot("expected", expected))
+        yield* Effect.annotateCurrentSpan({ runId: id, claimantHostId: who.hostId })
+        const activatedAtMs = Math.floor(yield* Clock.currentTimeMillis)
+        return yield* write(
+          ctx,
+          "activate",
+          id,
+          Effect.gen(function*() {
+            const row = yield* lockRow(ctx, "activate", id)
+            if (row === undefined || !Rows.claimMatches(row, who, token)) return { _tag: "ClaimLost" } as ActivateOutcome
+            if (!Rows.snapshotMatches(row, snapshot)) {
+              yield* ctx.consensus.release(id, who)
+              yield* clearClaim(ctx, id, who, token)
+              yield* Companion.appendAll(id, [Companion.fact("released", who, token)])
+              return { _tag: "SnapshotChanged" } as ActivateOutcome
+            }
+            const activation = yield* ctx.consensus.activate(id, who, token, activatedAtMs)
+            if (activation._tag === "Lost") {
+              yield* clearClaim(ctx, id, who, token)
+              return { _tag: "ClaimLost" } as ActivateOutcome
+            }
+            yield* installOwner(ctx, id, who, activatedAtMs)
+            yield* Companion.appendAll(id, [Companion.fact("activated", who, token)])
+            return { _tag: "Activated" } as ActivateOutcome
+          })
+        )
+      })
+    )
+
+  const abandonClaim = (runId: string, claimant: OwnerIdType, claimedAtMs: number) =>
+    operation(
+      "abandonClaim",
+      op("abandon_claim"),
+      Effect.gen(function*() {
+        const id = yield* admit("abandonClaim", Admission.runId(runId))
+        const who = yield* admit("abandonClaim", Admission.owner("claimant", claimant))
+        const token = yield* admit("abandonClaim", Boundary.safeNonNegative("claimedAtMs", claimedAtMs))
+        yield* Effect.annotateCurrentSpan({ runId: id, claimantHostId: who.hostId })
+        return yield* write(
+          ctx,
+          "abandonClaim",
+          id,
+          Effect.gen(function*() {
+            if (ctx.isPostgres) yield* lockRow(ctx, "abandonClaim", id)
+            const cleared = yield* clearClaim(ctx, id, who, token)
+            if (cleared.length === 0) return { _tag: "ClaimLost" } as const
+            yield* ctx.consensus.release(id, who)
+            yield* Companion.appendAll(id, [Companion.fact("released", who, token)])
+            return { _tag: "Abandoned" } as const
+          })
+        )
+      })
+    )
+
+  const recoverClaim = (
+    runId: string,
+    staleClaimant: OwnerIdType,
+    claimedAtMs: number,
+    observer: OwnerIdType,
+    nowMs: number,
+    evidence: LivenessEvidence
+  ) =>
+    operation(
+      "recoverClaim",
+      op("recover_claim"),
+      Effect.gen(function*() {
+        const id = yield* admit("recoverClaim", Admission.runId(runId))
+        const stale = yield* admit("recoverClaim", Admission.owner("staleClaimant", staleClaimant))
+        const token = yield* admit("recoverClaim", Boundary.safeNonNegative("claimedAtMs", claimedAtMs))
+        const who = yield* admit("recoverClaim", Admission.owner("observer", observer))
+        const now = yield* nowMsOf("recoverClaim", nowMs)
+        const check = { method: "recoverClaim", runId: id, nowMs: now, extra: { claimedAtMs: token } }
+        yield* admitReading(ctx, check)
+        const proof = yield* admit("recoverClaim", Admission.evidence("evidence", evidence))
+        yield* Effect.annotateCurrentSpan({ runId: id, observerHostId: who.hostId })
+        const preCheck = Effect.succeed(
+          Consensus.matchesEvidence(stale, who, now, proof)
+            ? Option.none()
+            : Option.some<RecoverClaimOutcome>({ _tag: "LivenessUnconfirmed" })
+        )
+        return yield* leaseWrite(
+          ctx,
+          check,
+          preCheck,
+          Effect.gen(function*() {
+            const row = yield* lockRow(ctx, "recoverClaim", id)
+            if (row === undefined) return { _tag: "NotFound" } as RecoverClaimOutcome
+            if (!Rows.claimMatches(row, stale, token)) return { _tag: "ClaimChanged" } as RecoverClaimOutcome
+            if (!Rows.isStale(token, now)) return { _tag: "ClaimFresh" } as RecoverClaimOutcome
+            const recovered = yield* ctx.consensus.recover(id, stale, token, who, now, proof)
+            if (recovered._tag === "Rejected") return { _tag: "ClaimChanged" } as RecoverClaimOutcome
+            yield* clearClaim(ctx, id, stale, token)
+            yield* Companion.appendAll(id, [Companion.fact("expired", stale, token)])
+            return { _tag: "Recovered" } as RecoverClaimOutcome
+          })
+        )
+      })
+    )
+
+  const steal = (
+    runId: string,
+    expected: RunSnapshot,
+    claimant: OwnerIdType,
+    nowMs: number,
+    evidence: LivenessEvidence
+  ) =>
+    operation(
+      "steal",
+      op("steal"),
+      Effect.gen(function*() {
+        const id = yield* admit("steal", Admission.runId(runId))
+        const snapshot = yield* admit("steal", Admission.snapshot("expected", expected))
+        const who = yield* admit("steal", Admission.owner("claimant", claimant))
+        const now = yield* nowMsOf("steal", nowMs)
+        const check = { method: "steal", runId: id, nowMs: now }
+        yield* admitReading(ctx, check)
+        const proof = yield* admit("steal", Admission.evidence("evidence", evidence))
+        yield* Effect.annotateCurrentSpan({ runId: id, claimantHostId: who.hostId })
+        const matched = snapshot.status === "running" && snapshot.owner !== null &&
+          Consensus.matchesEvidence(snapshot.owner, who, now, proof)
+        const preCheck = Effect.succeed(
+          matched ? Option.none() : Option.some<StealOutcome>({ _tag: "LivenessUnconfirmed" })
+        )
+        return yield* leaseWrite(
+          ctx,
+          check,
+          preCheck,
+          Effect.gen(function*() {
+            const row = yield* lockRow(ctx, "steal", id)
+            if (
+              row === undefined || !Rows.snapshotMatches(row, snapshot) || row.claim !== null ||
+              row.heartbeatAtMs === null || !Rows.isStale(row.heartbeatAtMs, now)
+            ) return Rows.classify(row, now) as StealOutcome
+            const grant = yield* ctx.consensus.steal(id, who, now, proof)
+            if (grant._tag === "Rejected") return Rows.classify(row, now) as StealOutcome
+            yield* setClaim(ctx, id, who, grant.grantedAtMs)
+            yield* Companion.appendAll(id, [Companion.fact("stolen", who, grant.grantedAtMs)])
+            return { _tag: "Claimed", claimedAtMs: grant.grantedAtMs } as StealOutcome
+          })
+        )
+      })
+    )
+
+  return { claim, claimAndOwn, activate, abandonClaim, recoverClaim, steal }
+}

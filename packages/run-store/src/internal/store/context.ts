@@ -1,0 +1,113 @@
+/**
+ * What every run-store operation shares: the client, writer and strategy, the
+ * keyed write with error mapping, the lease-reading bound, admission and row
+ * locking.
+ */
+import * as Dialect from "@baton/database/Dialect"
+import * as DurableWriter from "@baton/database/DurableWriter"
+import * as Consensus from "@baton/journal/Consensus"
+import * as SqlClient from "@effect/sql/SqlClient"
+import { Effect, type Metric, Option } from "effect"
+import * as Boundary from "../Boundary.js"
+import * as Errors from "../errors.js"
+import { RunStoreError } from "../model.js"
+import * as ReferenceClock from "../ReferenceClock.js"
+import * as Rows from "../rows.js"
+import * as SpanOutcome from "../SpanOutcome.js"
+
+export interface StoreContext {
+  readonly sql: SqlClient.SqlClient
+  readonly writer: DurableWriter.Service
+  readonly consensus: Consensus.Service
+  readonly isPostgres: boolean
+  readonly clock: ReferenceClock.ReferenceClock
+}
+
+export const make = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  const writer = yield* DurableWriter.DurableWriter
+  const consensus = yield* Consensus.Consensus
+  const context: StoreContext = {
+    sql,
+    writer,
+    consensus,
+    isPostgres: Dialect.isPostgres(sql),
+    clock: ReferenceClock.make(sql)
+  }
+  return context
+})
+
+/** Runs an operation in span `RunStore.<method>`, counting its outcome on `counter`. */
+export const operation = <A, R>(
+  method: string,
+  counter: Metric.Metric.Counter<number> | undefined,
+  effect: Effect.Effect<A, RunStoreError, R>
+) => SpanOutcome.traced(`RunStore.${method}`, counter, effect)
+
+/** Turns an admission result into a value or an `invalid_run` failure. */
+export const admit = <A>(method: string, admitted: Boundary.Admitted<A>): Effect.Effect<A, RunStoreError> =>
+  Boundary.isRefusal(admitted) ? Effect.fail(Errors.invalid(method, admitted)) : Effect.succeed(admitted.value)
+
+/** One write keyed by `key`; every failure leaves as a `RunStoreError`. */
+export const write = <A, E, R>(
+  ctx: StoreContext,
+  method: string,
+  key: string,
+  body: Effect.Effect<A, E, R>
+): Effect.Effect<A, RunStoreError, R> =>
+  ctx.writer.write(body, { key }).pipe(Effect.mapError((error) => Errors.fromFailure(method, error)))
+
+/**
+ * A write whose `nowMs` is a lease reading: the reading is bounded by the
+ * reference clock (before the write on SQLite, inside it on PostgreSQL), then
+ * `preCheck` may answer without writing, then `body` runs.
+ */
+export const leaseWrite = <A, E, R>(
+  ctx: StoreContext,
+  check: ReferenceClock.ReadingCheck,
+  preCheck: Effect.Effect<Option.Option<A>, E, R> | undefined,
+  body: Effect.Effect<A, E, R>
+): Effect.Effect<A, RunStoreError, R> => {
+  if (ctx.isPostgres) {
+    const decide = preCheck === undefined
+      ? body
+      : Effect.flatMap(preCheck, Option.match({ onNone: () => body, onSome: Effect.succeed }))
+    return write(ctx, check.method, check.runId, Effect.zipRight(ctx.clock.insideWrite(check), decide))
+  }
+  // SQLite: the reading was bounded at admission (`admitReading`); the pre-check is a plain read.
+  return preCheck === undefined
+    ? write(ctx, check.method, check.runId, body)
+    : Effect.flatMap(
+      Effect.mapError(preCheck, (error) => Errors.fromFailure(check.method, error)),
+      Option.match({ onNone: () => write(ctx, check.method, check.runId, body), onSome: Effect.succeed })
+    )
+}
+
+/** Bounds a lease reading at its admission step (SQLite); a no-op on PostgreSQL, which checks inside the write. */
+export const admitReading = (ctx: StoreContext, check: ReferenceClock.ReadingCheck) => ctx.clock.beforeWrite(check)
+
+/** Reads the row's control columns, locking it on PostgreSQL (`FOR UPDATE`). */
+export const lockRow = (ctx: StoreContext, method: string, runId: string) =>
+  Effect.flatMap(
+    ctx.sql`SELECT ${Rows.controlColumnList(ctx.sql)} FROM flows_runs WHERE run_id = ${runId} ${
+      ctx.isPostgres ? ctx.sql.literal("FOR UPDATE") : ctx.sql.literal("")
+    }`,
+    (rows) => decodeFirst(method, runId, rows)
+  )
+
+/** Plain read of the row's control columns (no lock). */
+export const readRow = (ctx: StoreContext, method: string, runId: string) =>
+  Effect.flatMap(
+    ctx.sql`SELECT ${Rows.controlColumnList(ctx.sql)} FROM flows_runs WHERE run_id = ${runId}`,
+    (rows) => decodeFirst(method, runId, rows)
+  )
+
+const decodeFirst = (method: string, runId: string, rows: ReadonlyArray<unknown>) => {
+  if (rows.length === 0) return Effect.succeed(undefined)
+  const decoded = Rows.decode(method, runId, rows[0], false)
+  return decoded instanceof RunStoreError ? Effect.fail(decoded) : Effect.succeed(decoded)
+}
+
+/** Does the row still exist? (Used to tell `NotFound` from `FenceLost`.) */
+export const exists = (ctx: StoreContext, runId: string) =>
+  Effect.map(ctx.sql`SELECT 1 AS present FROM flows_runs WHERE run_id = ${runId}`, (rows) => rows.length > 0)

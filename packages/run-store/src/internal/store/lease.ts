@@ -1,0 +1,135 @@
+/**
+ * Owner-side operations (§10.12–10.13): heartbeat, reconfirm and
+ * transitionOwned with its cancellation guard.
+ */
+import * as Dialect from "@baton/database/Dialect"
+import * as DurableWriter from "@baton/database/DurableWriter"
+import * as Consensus from "@baton/journal/Consensus"
+import { Clock, Effect, Metric } from "effect"
+import * as RunStoreMetrics from "../../RunStoreMetrics.js"
+import * as Admission from "../Admission.js"
+import * as Boundary from "../Boundary.js"
+import * as Companion from "../Companion.js"
+import {
+  type HeartbeatOutcome,
+  isTerminalRunStatus,
+  type OwnerIdType,
+  type RunStatus,
+  type Service,
+  type TransitionGuard,
+  type TransitionOutcome
+} from "../model.js"
+import * as Rows from "../rows.js"
+import { admit, admitReading, exists, leaseWrite, lockRow, operation, type StoreContext, write } from "./context.js"
+
+export const make = (ctx: StoreContext): Pick<Service, "heartbeat" | "reconfirm" | "transitionOwned"> => {
+  const renew = (method: "heartbeat" | "reconfirm") => (runId: string, owner: OwnerIdType, nowMs: number) =>
+    operation(
+      method,
+      RunStoreMetrics.heartbeats,
+      Effect.gen(function*() {
+        const id = yield* admit(method, Admission.runId(runId))
+        const who = yield* admit(method, Admission.owner("owner", owner))
+        const now = yield* admit(method, Boundary.safeNonNegative("nowMs", nowMs))
+        const check = { method, runId: id, nowMs: now }
+        yield* admitReading(ctx, check)
+        yield* Effect.annotateCurrentSpan({ runId: id, ownerHostId: who.hostId })
+        return yield* leaseWrite(
+          ctx,
+          check,
+          undefined,
+          Effect.gen(function*() {
+            // PostgreSQL: lock the run row before the lease row (lock order); it also tells NotFound apart.
+            const locked = ctx.isPostgres ? yield* lockRow(ctx, method, id) : undefined
+            const lost = Effect.map(
+              ctx.isPostgres ? Effect.succeed(locked !== undefined) : exists(ctx, id),
+              (present): HeartbeatOutcome => present ? { _tag: "FenceLost" } : { _tag: "NotFound" }
+            )
+            if (ctx.isPostgres && locked === undefined) return { _tag: "NotFound" } as HeartbeatOutcome
+            const renewed = yield* (method === "heartbeat"
+              ? ctx.consensus.heartbeat(id, who, now)
+              : ctx.consensus.reconfirm(id, who, now))
+            if (renewed._tag === "Lost") return yield* lost
+            const stored = yield* ctx.sql<{ readonly heartbeat_at_ms: number | string }>`UPDATE flows_runs
+              SET heartbeat_at_ms = ${Dialect.greatest(ctx.sql)}(heartbeat_at_ms, ${renewed.heartbeatAtMs})
+              WHERE run_id = ${id} AND status = 'running' AND ${Rows.ownerIs(ctx.sql, who)}
+              RETURNING heartbeat_at_ms`
+            const first = stored[0]
+            if (first === undefined) return yield* lost
+            return { _tag: "Updated", heartbeatAtMs: Number(first.heartbeat_at_ms) } as HeartbeatOutcome
+          })
+        )
+      })
+    )
+
+  const transitionOwned = (
+    runId: string,
+    owner: OwnerIdType,
+    toStatus: RunStatus,
+    stateJson?: string,
+    guard?: TransitionGuard
+  ) => {
+    const to = typeof toStatus === "string" ? toStatus : "invalid"
+    return operation(
+      "transitionOwned",
+      Metric.tagged(RunStoreMetrics.transitions, "to", to),
+      Effect.gen(function*() {
+        const id = yield* admit("transitionOwned", Admission.runId(runId))
+        const who = yield* admit("transitionOwned", Admission.owner("owner", owner))
+        const target = yield* admit("transitionOwned", Admission.targetStatus(toStatus))
+        const state = stateJson === undefined
+          ? null
+          : yield* admit("transitionOwned", Boundary.jsonText("stateJson", stateJson))
+        const predicate = yield* admit("transitionOwned", Admission.guard(guard))
+        yield* Effect.annotateCurrentSpan({ runId: id, ownerHostId: who.hostId, to: target })
+        const transitionedAtMs = Math.floor(yield* Clock.currentTimeMillis)
+        return yield* write(
+          ctx,
+          "transitionOwned",
+          id,
+          Effect.gen(function*() {
+            const row = yield* lockRow(ctx, "transitionOwned", id)
+            if (row === undefined) return { _tag: "NotFound" } as TransitionOutcome
+            const held = yield* ctx.consensus.guard(id, who).pipe(
+              Effect.as(true),
+              Effect.catchIf(
+                (error: Consensus.ConsensusError) => error.code === "fence_lost",
+                () => Effect.succeed(false)
+              )
+            )
+            if (!held || !Rows.ownedBy(row, who)) return { _tag: "FenceLost" } as TransitionOutcome
+            const requested = row.cancelRequestedAtMs !== null
+            if (
+              (predicate?.cancelRequested === "absent" && requested) ||
+              (predicate?.cancelRequested === "present" && !requested)
+            ) return { _tag: "GuardFailed" } as TransitionOutcome
+            if (target === "running") {
+              yield* ctx.sql`UPDATE flows_runs SET status = 'running', finished_at_ms = NULL,
+                state_json = COALESCE(${state}, state_json) WHERE run_id = ${id}`
+              return { _tag: "Transitioned" } as TransitionOutcome
+            }
+            const terminal = isTerminalRunStatus(target)
+            yield* ctx.consensus.release(id, who)
+            const facts: Array<Companion.Fact> = []
+            if (row.claim !== null && !Consensus.sameOwner(row.claim, who)) {
+              // Keep the strategy from holding a claim the row no longer shows.
+              yield* ctx.consensus.release(id, row.claim)
+              facts.push(Companion.fact("released", row.claim, row.claimedAtMs))
+            }
+            yield* ctx.sql`UPDATE flows_runs SET status = ${target},
+              finished_at_ms = ${terminal ? transitionedAtMs : null},
+              owner_host_id = NULL, owner_pid = NULL, owner_nonce = NULL, heartbeat_at_ms = NULL,
+              claim_host_id = NULL, claim_pid = NULL, claim_nonce = NULL, claimed_at_ms = NULL,
+              state_json = COALESCE(${state}, state_json) WHERE run_id = ${id}`
+            facts.push(Companion.fact("released", who, null))
+            yield* Companion.appendAll(id, facts)
+            if (terminal) yield* DurableWriter.afterCommit(Metric.increment(RunStoreMetrics.runThroughput))
+            return { _tag: "Transitioned" } as TransitionOutcome
+          })
+        )
+      })
+    )
+  }
+
+  return { heartbeat: renew("heartbeat"), reconfirm: renew("reconfirm"), transitionOwned }
+}

@@ -1,0 +1,18 @@
+/**
+ * Assembles the SQL-backed run store from its operation families.
+ */
+import { Effect } from "effect"
+import type { Service } from "../model.js"
+import * as Cancel from "./cancel.js"
+import * as Claims from "./claims.js"
+import * as Context from "./context.js"
+import * as Lease from "./lease.js"
+import * as Reads from "./reads.js"
+
+export const make = Effect.map(Context.make, (ctx): Service =>
+  Object.freeze({
+    ...Reads.make(ctx),
+    ...Cancel.make(ctx),
+    ...Claims.make(ctx),
+    ...Lease.make(ctx)
+  }))

@@ -1,0 +1,122 @@
+/**
+ * `create` and the plain reads (§10.1–10.3, §14): get, lineage, latestRound.
+ */
+import type * as SqlClient from "@effect/sql/SqlClient"
+import type { Fragment } from "@effect/sql/Statement"
+import { Clock, Effect } from "effect"
+import * as Admission from "../Admission.js"
+import * as Boundary from "../Boundary.js"
+import * as Errors from "../errors.js"
+import { type CreateOptions, type RunRow, RunStoreError, type Service } from "../model.js"
+import * as Rows from "../rows.js"
+import { admit, operation, type StoreContext, write } from "./context.js"
+
+/**
+ * Lineage membership of run `runId` (§14): with `L = COALESCE(X.lineage_id, X.run_id)`,
+ * rows with `lineage_id = L`, plus the row named `L` when it belongs to no other lineage.
+ */
+export const membership = (sql: SqlClient.SqlClient, runId: string): Fragment => {
+  const root = sql`(SELECT COALESCE(x.lineage_id, x.run_id) FROM flows_runs x WHERE x.run_id = ${runId})`
+  return sql`(flows_runs.lineage_id = ${root} OR (flows_runs.run_id = ${root}
+    AND (flows_runs.lineage_id IS NULL OR flows_runs.lineage_id = ${root})))`
+}
+
+/** Ordering of rounds: ordinal, then run id bytewise on both dialects. */
+export const roundOrder = (ctx: StoreContext): Fragment =>
+  ctx.sql.literal(ctx.isPostgres ? `COALESCE(round_ordinal, 0), run_id COLLATE "C"` : `COALESCE(round_ordinal, 0), run_id`)
+
+const decodeAll = (method: string, runId: string, rows: ReadonlyArray<unknown>) =>
+  Effect.forEach(rows, (raw) => {
+    const decoded = Rows.decode(method, runId, raw, true)
+    return decoded instanceof RunStoreError ? Effect.fail(decoded) : Effect.succeed(decoded)
+  })
+
+const readFailure = (method: string) => (error: unknown) => Errors.fromFailure(method, error)
+
+export const make = (ctx: StoreContext): Pick<Service, "create" | "get" | "lineage" | "latestRound"> => {
+  const { sql } = ctx
+
+  const create = (runId: string, stateJson: string, options?: CreateOptions) =>
+    operation(
+      "create",
+      undefined,
+      Effect.gen(function*() {
+        const id = yield* admit("create", Admission.newRunId(runId))
+        const opts = yield* admit("create", Admission.createOptions(options))
+        const state = yield* admit("create", Boundary.jsonText("stateJson", stateJson))
+        yield* Effect.annotateCurrentSpan({ runId: id })
+        const createdAtMs = Math.floor(yield* Clock.currentTimeMillis)
+        yield* write(
+          ctx,
+          "create",
+          id,
+          Effect.gen(function*() {
+            const counter = yield* sql<{ readonly last_row_seq: number | string }>`UPDATE flows_run_counter
+              SET last_row_seq = last_row_seq + 1 WHERE singleton = 1 RETURNING last_row_seq`
+            const seq = counter[0]
+            if (seq === undefined) return yield* Effect.fail(Errors.writeInvariant("create", id, "the run counter row is missing"))
+            yield* sql`INSERT INTO flows_runs (row_seq, run_id, status, created_at_ms, parent_run_id, lineage_id,
+              round_ordinal, state_json) VALUES (${Number(seq.last_row_seq)}, ${id}, 'pending', ${createdAtMs},
+              ${opts.parentRunId}, ${opts.lineageId}, ${opts.roundOrdinal}, ${state})`
+          })
+        )
+      })
+    )
+
+  const get = (runId: string) =>
+    operation(
+      "get",
+      undefined,
+      Effect.gen(function*() {
+        const id = yield* admit("get", Admission.runId(runId))
+        yield* Effect.annotateCurrentSpan({ runId: id })
+        const rows = yield* Effect.mapError(
+          sql`SELECT ${Rows.fullColumns(sql)} FROM flows_runs WHERE run_id = ${id}`,
+          readFailure("get")
+        )
+        if (rows.length === 0) return yield* Effect.fail(Errors.notFoundRow("get", id))
+        const [row] = yield* decodeAll("get", id, rows)
+        return row as RunRow
+      })
+    )
+
+  const lineage = (runId: string) =>
+    operation(
+      "lineage",
+      undefined,
+      Effect.gen(function*() {
+        const id = yield* admit("lineage", Admission.runId(runId))
+        yield* Effect.annotateCurrentSpan({ runId: id })
+        const rows = yield* Effect.mapError(
+          sql`SELECT ${Rows.fullColumns(sql)} FROM flows_runs WHERE ${membership(sql, id)} ORDER BY ${roundOrder(ctx)}`,
+          readFailure("lineage")
+        )
+        return Object.freeze(yield* decodeAll("lineage", id, rows)) as ReadonlyArray<RunRow>
+      })
+    )
+
+  const latestRound = (runId: string) =>
+    operation(
+      "latestRound",
+      undefined,
+      Effect.gen(function*() {
+        const id = yield* admit("latestRound", Admission.runId(runId))
+        yield* Effect.annotateCurrentSpan({ runId: id })
+        const rows = yield* Effect.mapError(
+          sql`SELECT ${Rows.fullColumns(sql)} FROM flows_runs
+            WHERE lineage_id = (SELECT COALESCE(x.lineage_id, x.run_id) FROM flows_runs x WHERE x.run_id = ${id})
+            ORDER BY round_ordinal DESC LIMIT 1`,
+          readFailure("latestRound")
+        )
+        const own = rows.length > 0 ? rows : yield* Effect.mapError(
+          sql`SELECT ${Rows.fullColumns(sql)} FROM flows_runs WHERE run_id = ${id}`,
+          readFailure("latestRound")
+        )
+        if (own.length === 0) return yield* Effect.fail(Errors.notFoundRow("latestRound", id))
+        const [row] = yield* decodeAll("latestRound", id, own)
+        return row as RunRow
+      })
+    )
+
+  return { create, get, lineage, latestRound }
+}
