@@ -55,7 +55,8 @@ const statOrUndefined = (file: string): fs.Stats | undefined => {
   try {
     return fs.statSync(file)
   } catch (error) {
-    if (errnoCode(error) === "ENOENT") return undefined
+    // ENOTDIR: a path component is a file; nothing can exist below it.
+    if (errnoCode(error) === "ENOENT" || errnoCode(error) === "ENOTDIR") return undefined
     throw error
   }
 }
