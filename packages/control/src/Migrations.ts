@@ -1,0 +1,43 @@
+/**
+ * Control's migration set: namespace `control`, block 2000 (ledger ids 2001–2999).
+ *
+ * @since 0.1.0
+ */
+import type { DatabaseError } from "@baton/database/DurableWriter"
+import * as DatabaseMigrations from "@baton/database/Migrations"
+import type * as SqlClient from "@effect/sql/SqlClient"
+import type { Effect, Layer } from "effect"
+import initial from "./migrations/0001_initial.js"
+
+/**
+ * The `control` migration set (`0001_initial`, ledger id 2001), registered with the database ledger.
+ *
+ * @since 0.1.0
+ * @category migrations
+ */
+export const set: DatabaseMigrations.MigrationSet = {
+  namespace: "control",
+  idOffset: 2000,
+  migrations: { "0001_initial": initial }
+}
+
+/**
+ * Run the ledger over this set alone; answers the migrations it applied (`[]` when none were pending).
+ *
+ * @since 0.1.0
+ * @category migrations
+ */
+export const run: Effect.Effect<
+  ReadonlyArray<DatabaseMigrations.AppliedMigration>,
+  DatabaseMigrations.MigrationError | DatabaseError,
+  SqlClient.SqlClient
+> = DatabaseMigrations.run([set])
+
+/**
+ * A layer that applies this set before exposing the database.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer: Layer.Layer<never, DatabaseMigrations.MigrationError | DatabaseError, SqlClient.SqlClient> =
+  DatabaseMigrations.layer([set])

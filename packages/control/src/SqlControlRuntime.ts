@@ -1,0 +1,146 @@
+/**
+ * The durable control runtime over one `SqlClient`: the `control_*` tables, fenced ownership through
+ * `@baton/run-store`, and read-only projections of `flows_runs` (spec §3.5).
+ *
+ * @since 0.1.0
+ */
+import * as Dialect from "@baton/database/Dialect"
+import type * as DurableWriter from "@baton/database/DurableWriter"
+import * as RunStore from "@baton/run-store/RunStore"
+import * as SqlClient from "@effect/sql/SqlClient"
+import { Effect, Layer } from "effect"
+import * as ApprovalAuthority from "./ApprovalAuthority.js"
+import { PersistenceError } from "./ControlError.js"
+import type { Service } from "./ControlRuntime.js"
+import { ControlRuntime } from "./ControlRuntime.js"
+import { makeApprovals } from "./internal/sqlApprovals.js"
+import type { SqlOptions } from "./internal/sqlContext.js"
+import { makeContext } from "./internal/sqlContext.js"
+import { makeListing } from "./internal/sqlListing.js"
+import { makeOwnership } from "./internal/sqlOwnership.js"
+import { makePlans } from "./internal/sqlPlans.js"
+import { requireRow } from "./internal/sqlRows.js"
+import { makeSignals } from "./internal/sqlSignals.js"
+import * as Migrations from "./Migrations.js"
+
+/**
+ * Options of the SQL runtime: flow catalog hooks, owner identity, incarnation and nonce minting, liveness
+ * check, default principal, approval authority and engine version (spec §3.5).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options extends SqlOptions {}
+
+/**
+ * Apply control's migration set through the database ledger; a no-op on a read-only client.
+ * Failures are `PersistenceError` (operation "migrate control tables").
+ *
+ * @since 0.1.0
+ * @category migrations
+ */
+export const migrate: Effect.Effect<void, PersistenceError, SqlClient.SqlClient> = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  if (Dialect.isReadOnly(sql)) return
+  yield* Migrations.run.pipe(
+    Effect.mapError((cause) => new PersistenceError({ operation: "migrate control tables", message: cause.message, cause }))
+  )
+})
+
+/**
+ * Build the runtime over a run store (migrates first). Options are snapshotted before the effect runs.
+ * Fails `PersistenceError` (operation "configure the runtime") for an invalid `incarnation`.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = (
+  options: Options = {}
+): Effect.Effect<Service, PersistenceError, SqlClient.SqlClient | DurableWriter.DurableWriter | RunStore.RunStore> => {
+  const snapshot: Options = { ...options, ...(options.owner === undefined ? {} : { owner: Object.freeze({ ...options.owner }) }) }
+  return Effect.gen(function*() {
+    yield* migrate
+    const store = yield* RunStore.RunStore
+    const ctx = yield* makeContext(snapshot, store)
+    const authority = snapshot.approvalAuthority ?? ApprovalAuthority.local
+    const plans = makePlans(ctx)
+    const approvals = makeApprovals(ctx, authority)
+    const ownership = makeOwnership(ctx)
+    const signals = makeSignals(ctx)
+    const listing = makeListing(ctx)
+    const service: Service = {
+      authorizeApproval: (request) => authority.authorize(request),
+      plan: plans.plan,
+      getPlan: plans.getPlan,
+      pagePlanIds: plans.pagePlanIds,
+      queryPlans: plans.queryPlans,
+      lookupApproval: approvals.lookupApproval,
+      registerApproval: approvals.registerApproval,
+      installBulkGrant: approvals.installBulkGrant,
+      resolveApproval: approvals.resolveApproval,
+      launch: plans.launch,
+      getRun: (runId) => Effect.flatMap(requireRow(ctx, runId), ownership.project),
+      pageRunIds: listing.pageRunIds,
+      queryRuns: listing.queryRuns,
+      hostCandidates: listing.hostCandidates,
+      listFlows: plans.listFlows,
+      deliverSignal: signals.deliverSignal,
+      admitSignal: signals.admitSignal,
+      signalCommand: signals.signalCommand,
+      pendingSignals: signals.pendingSignals,
+      signalCommands: signals.signalCommands,
+      bindSignal: signals.bindSignal,
+      settleSignal: signals.settleSignal,
+      deliveredSignals: signals.deliveredSignals,
+      appendSteer: signals.appendSteer,
+      steers: signals.steers,
+      requestResume: signals.requestResume,
+      pendingResumes: signals.pendingResumes,
+      clearResume: signals.clearResume,
+      registerFiber: ownership.registerFiber,
+      interrupt: ownership.interrupt,
+      codeDrift: ownership.codeDrift,
+      recordedCode: ownership.recordedCode,
+      resume: ownership.resume,
+      resumeAdopting: ownership.resumeAdopting,
+      claimFence: ownership.claimFence,
+      releasePending: ownership.releasePending,
+      park: ownership.park,
+      writeStatus: ownership.writeStatus,
+      stampPrincipal: (submitted) =>
+        Effect.map(ctx.now, (stampedAt) => ({
+          id: submitted?.id ?? snapshot.principal?.id ?? "local",
+          kind: submitted?.kind ?? snapshot.principal?.kind ?? "operator",
+          stampedAt
+        })),
+      lookupMutation: signals.lookupMutation,
+      recordMutation: signals.recordMutation,
+      claimRunKey: signals.claimRunKey,
+      releaseRunKey: signals.releaseRunKey,
+      grants: approvals.grants
+    }
+    return service
+  })
+}
+
+/**
+ * The runtime as a layer over `SqlClient | DurableWriter | RunStore`.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer = (
+  options: Options = {}
+): Layer.Layer<ControlRuntime, PersistenceError, SqlClient.SqlClient | DurableWriter.DurableWriter | RunStore.RunStore> =>
+  Layer.effect(ControlRuntime, make(options))
+
+/**
+ * `layer` with `RunStore.layer` provided.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerWithStore = (
+  options: Options = {}
+): Layer.Layer<ControlRuntime, PersistenceError, SqlClient.SqlClient | DurableWriter.DurableWriter> =>
+  layer(options).pipe(Layer.provide(RunStore.layer))

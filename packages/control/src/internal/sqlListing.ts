@@ -1,0 +1,186 @@
+/**
+ * Listing: `queryRuns` (keyset over the commit-ordered `flows_runs.row_seq`, filters evaluated in SQL),
+ * `pageRunIds` and `hostCandidates` (§16.1, §16.3, §16.4).
+ */
+import * as Heartbeat from "@baton/run-store/Heartbeat"
+import type { Fragment } from "@effect/sql/Statement"
+import { Duration, Effect } from "effect"
+import { InvalidInput } from "../ControlError.js"
+import type { HostCandidate, HostCandidatePage, HostCandidateQuery, IdPage, IdPageRequest, RunPage, RunQuery } from "../ControlRuntime.js"
+import { checkLimit, checkOrdinal } from "./runtimeChecks.js"
+import type { SqlContext } from "./sqlContext.js"
+import { persist } from "./sqlContext.js"
+import { idSet, jsonMember, projectRows, waitWalk } from "./sqlProjection.js"
+import type { RawRow, RunRow } from "./sqlRows.js"
+import { runColumns, runFrom, toRow } from "./sqlRows.js"
+
+const terminalList = "('completed', 'failed', 'cancelled')"
+
+/** SQL expressions over `flows_runs r` that agree with the projection (§5, §15). */
+export const runExpressions = (ctx: SqlContext) => {
+  const { sql } = ctx
+  const state = sql`r.state_json`
+  const member = (path: string) => jsonMember(ctx, state, path)
+  const isControl = sql`(${member("$.runId")} IS NOT NULL OR ${member("$.flowId")} IS NOT NULL OR ${member("$.status")} IS NOT NULL)`
+  const flowId = sql`(CASE WHEN ${isControl} THEN ${member("$.flowId")} ELSE ${member("$.flowName")} END)`
+  const baseStatus = sql`(CASE WHEN ${isControl} THEN ${member("$.status")}
+    ELSE (CASE r.status WHEN 'pending' THEN 'accepted' WHEN 'suspended' THEN 'parked' ELSE r.status END) END)`
+  // `aw` is the set of ancestors (inclusive) of open approval waits.
+  const status = sql`(CASE WHEN aw.ancestor_id IS NOT NULL AND ${baseStatus} NOT IN ${sql.literal(terminalList)}
+    THEN 'waiting-approval' ELSE ${baseStatus} END)`
+  const parent = (withSpawn: boolean) =>
+    withSpawn
+      ? sql`COALESCE(r.parent_run_id,
+          (SELECT pe.parent_id FROM flows_run_parents pe WHERE pe.child_id = r.run_id ORDER BY pe.seq LIMIT 1),
+          (CASE WHEN ${isControl} THEN ${member("$.parentRunId")} END))`
+      : sql`COALESCE(r.parent_run_id, (CASE WHEN ${isControl} THEN ${member("$.parentRunId")} END))`
+  const lineage = sql`COALESCE(r.lineage_id, (CASE WHEN ${isControl} THEN ${member("$.lineageId")} END))`
+  return { isControl, flowId, baseStatus, status, parent, lineage, member }
+}
+
+/** Listing operations bound to one runtime context. */
+export const makeListing = (ctx: SqlContext) => {
+  const { sql } = ctx
+  const x = runExpressions(ctx)
+  const staleAfterMs = Duration.toMillis(Heartbeat.heartbeatStaleAfter)
+
+  const selectKeys = (query: RunQuery, limit: number, withSpawn: boolean) => {
+    const f = query.filters ?? {}
+    const newest = query.order === "newest"
+    const rollUp = f.status !== undefined || f.terminal !== undefined
+    const conditions: Array<Fragment> = []
+    if (query.cursor !== undefined) {
+      conditions.push(newest ? sql`r.row_seq < ${query.cursor.rowSeq}` : sql`r.row_seq > ${query.cursor.rowSeq}`)
+    }
+    if (f.flowId !== undefined) conditions.push(sql`${x.flowId} = ${f.flowId}`)
+    if (f.status !== undefined) conditions.push(sql`${x.status} = ${f.status}`)
+    if (f.terminal !== undefined) {
+      conditions.push(f.terminal ? sql`${x.status} IN ${sql.literal(terminalList)}` : sql`${x.status} NOT IN ${sql.literal(terminalList)}`)
+    }
+    if (f.parentRunId !== undefined) conditions.push(sql`${x.parent(withSpawn)} = ${f.parentRunId}`)
+    if (f.lineageId !== undefined) conditions.push(sql`${x.lineage} = ${f.lineageId}`)
+    if (f.since !== undefined) conditions.push(sql`r.created_at_ms >= ${f.since}`)
+    if (f.until !== undefined) conditions.push(sql`r.created_at_ms < ${f.until}`)
+    if (f.launchedBy !== undefined) {
+      conditions.push(sql`cr.principal_id = ${f.launchedBy.id}`)
+      if (f.launchedBy.kind !== undefined) conditions.push(sql`cr.principal_kind = ${f.launchedBy.kind}`)
+    }
+    if (f.runIds !== undefined) conditions.push(sql`r.run_id IN ${idSet(ctx, f.runIds)}`)
+    const where = conditions.length === 0 ? sql`` : sql`WHERE ${sql.and(conditions)}`
+    const walk = rollUp ? waitWalk(ctx, withSpawn, ["approval"]) : sql``
+    const rollUpJoin = rollUp
+      ? sql`LEFT JOIN (SELECT DISTINCT ancestor_id FROM walk) aw ON aw.ancestor_id = r.run_id`
+      : sql``
+    return sql<{ row_seq: number; run_id: string }>`${walk}
+      SELECT r.row_seq, r.run_id FROM flows_runs r LEFT JOIN control_runs cr ON cr.run_id = r.run_id ${rollUpJoin}
+      ${where}
+      ORDER BY r.row_seq ${sql.literal(newest ? "DESC" : "ASC")} LIMIT ${limit + 1}`
+  }
+
+  const checkQuery = (query: RunQuery) =>
+    Effect.gen(function*() {
+      const limit = yield* checkLimit(query.limit)
+      const f = query.filters ?? {}
+      yield* checkOrdinal("since", f.since)
+      yield* checkOrdinal("until", f.until)
+      if (query.cursor !== undefined) {
+        const ok = typeof query.cursor.runId === "string" && Number.isSafeInteger(query.cursor.rowSeq) && query.cursor.rowSeq >= 0
+        if (!ok) return yield* Effect.fail(new InvalidInput({ issue: "cursor: must be a cursor this listing returned" }))
+      }
+      if (query.order !== undefined && query.order !== "newest" && query.order !== "oldest") {
+        return yield* Effect.fail(new InvalidInput({ issue: "order: must be newest or oldest" }))
+      }
+      return limit
+    })
+
+  const queryRuns = (query: RunQuery): Effect.Effect<RunPage, InvalidInput | import("../ControlError.js").PersistenceError> =>
+    Effect.gen(function*() {
+      const limit = yield* checkQuery(query)
+      const keys = yield* ctx.optional(selectKeys(query, limit, true), selectKeys(query, limit, false)).pipe(persist("list runs"))
+      const selected = keys.slice(0, limit)
+      if (selected.length === 0) return { items: [] }
+      const raw = yield* sql<RawRow>`SELECT ${runColumns(ctx)} FROM ${runFrom(ctx)}
+        WHERE r.run_id IN ${idSet(ctx, selected.map((k) => k.run_id))}`.pipe(persist("list runs"))
+      const byId = new Map(raw.map((r) => [String(r.run_id), toRow(r)]))
+      // A selected row deleted before projection is skipped; the cursor still passes it.
+      const rows = selected.map((k) => byId.get(k.run_id)).filter((r): r is RunRow => r !== undefined)
+      const items = yield* projectRows(ctx, rows)
+      const last = selected.at(-1)!
+      return {
+        items,
+        ...(keys.length > limit ? { nextCursor: { rowSeq: Number(last.row_seq), runId: last.run_id } } : {})
+      }
+    })
+
+  const pageRunIds = (request: IdPageRequest): Effect.Effect<IdPage, InvalidInput | import("../ControlError.js").PersistenceError> =>
+    Effect.gen(function*() {
+      const limit = yield* checkLimit(request.limit)
+      const after = (yield* checkOrdinal("after", request.after)) ?? 0
+      const given = yield* checkOrdinal("through", request.through)
+      const through = given ?? Number(
+        (yield* sql<{ m: number | null }>`SELECT MAX(row_seq) AS m FROM flows_runs`.pipe(persist("page run ids")))[0]?.m ?? 0
+      )
+      const rows = yield* sql<{ run_id: string; row_seq: number }>`SELECT run_id, row_seq FROM flows_runs
+        WHERE row_seq > ${after} AND row_seq <= ${through} ORDER BY row_seq LIMIT ${limit + 1}`.pipe(persist("page run ids"))
+      const page = rows.slice(0, limit)
+      return {
+        ids: page.map((r) => r.run_id),
+        through,
+        ...(rows.length > limit ? { next: Number(page.at(-1)!.row_seq) } : {})
+      }
+    })
+
+  const hostCandidates = (query: HostCandidateQuery): Effect.Effect<HostCandidatePage, InvalidInput | import("../ControlError.js").PersistenceError> =>
+    Effect.gen(function*() {
+      const limit = yield* checkLimit(query.limit)
+      if (!Number.isSafeInteger(query.nowMs) || query.nowMs < 0) {
+        return yield* Effect.fail(new InvalidInput({ issue: "nowMs: must be a non-negative safe integer" }))
+      }
+      if (query.flowIds !== undefined && !query.flowIds.every((f) => typeof f === "string")) {
+        return yield* Effect.fail(new InvalidInput({ issue: "flowIds: must be strings" }))
+      }
+      const cutoff = query.nowMs - staleAfterMs
+      const flowFilter = query.flowIds === undefined ? sql`` : sql`AND ${x.member("$.flowId")} IN ${idSet(ctx, query.flowIds)}`
+      const rows = yield* sql<RawRow & { control_status: string | null; flow_id: string | null; updated_at: unknown }>`
+        SELECT r.row_seq, r.run_id, r.status, r.created_at_ms, r.started_at_ms, r.finished_at_ms,
+          r.owner_host_id, r.owner_pid, r.owner_nonce, r.heartbeat_at_ms,
+          r.claim_host_id, r.claim_pid, r.claim_nonce, r.claimed_at_ms,
+          r.parent_run_id, r.lineage_id, r.round_ordinal, r.cancel_requested_at_ms,
+          r.waiting_reason, r.waiting_token, r.waiting_request, r.state_json,
+          cr.run_id AS launch_run_id, cr.created_seq, cr.principal_id, cr.principal_kind, NULL AS requested_seq,
+          ${x.member("$.status")} AS control_status, ${x.member("$.flowId")} AS flow_id, ${x.member("$.updatedAt")} AS updated_at
+        FROM control_runs cr JOIN flows_runs r ON r.run_id = cr.run_id
+        WHERE r.status NOT IN ${sql.literal(terminalList)} ${flowFilter}
+          AND ((r.claim_host_id IS NOT NULL AND r.claimed_at_ms < ${cutoff})
+            OR (r.status = 'running' AND r.heartbeat_at_ms < ${cutoff})
+            OR (r.status = 'suspended' AND r.waiting_reason IS NULL AND r.claim_host_id IS NULL
+              AND ${x.member("$.status")} = 'accepted'))
+        ORDER BY cr.created_seq LIMIT ${limit}`.pipe(persist("find host candidates"))
+      const candidates = rows.flatMap((raw): Array<HostCandidate> => {
+        const row = toRow(raw)
+        const base = {
+          runId: row.runId,
+          flowId: String(raw.flow_id ?? ""),
+          createdSeq: row.createdSeq ?? 0,
+          updatedAt: Number(raw.updated_at ?? row.createdAtMs)
+        }
+        if (row.claim !== null && row.claimedAtMs !== null && row.claimedAtMs < cutoff) {
+          return [{ ...base, kind: "orphaned-claim", claim: row.claim, claimedAtMs: row.claimedAtMs }]
+        }
+        if (row.status === "running" && row.heartbeatAtMs !== null && row.heartbeatAtMs < cutoff && row.owner !== null) {
+          return [{ ...base, kind: "stale-owner", owner: row.owner, heartbeatAtMs: row.heartbeatAtMs }]
+        }
+        if (row.status === "suspended" && row.waitingReason === null && row.claim === null && raw.control_status === "accepted") {
+          return [{ ...base, kind: "released" }]
+        }
+        return []
+      })
+      const newest = yield* sql<{ m: number | null }>`SELECT MAX(r.heartbeat_at_ms) AS m
+        FROM control_runs cr JOIN flows_runs r ON r.run_id = cr.run_id
+        WHERE r.status = 'running' ${flowFilter}`.pipe(persist("find host candidates"))
+      const m = newest[0]?.m
+      return { candidates, ...(m === null || m === undefined ? {} : { newestHeartbeatAtMs: Number(m) }) }
+    })
+
+  return { queryRuns, pageRunIds, hostCandidates }
+}

@@ -1,0 +1,329 @@
+/**
+ * Fenced ownership over the run store (§9, §10.1, §14): transitions, claims, resume (join-or-claim),
+ * parks, interrupts and code drift.
+ */
+import * as Ownership from "@baton/run-store/Ownership"
+import { Effect, Fiber } from "effect"
+import { ClaimLost, CodeDrift, PersistenceError, RunNotFound } from "../ControlError.js"
+import type { RunStatus, RunSummary } from "../ControlSchema.js"
+import { isTerminalStatus } from "../ControlSchema.js"
+import type { OwnerIdentity, OwnershipError, ParkRequest, ResumeScope } from "../ControlRuntime.js"
+import { checkPark, parkStatus } from "./runtimeChecks.js"
+import type { SqlContext } from "./sqlContext.js"
+import { fenceOf, ownerOf, persist } from "./sqlContext.js"
+import { projectRows } from "./sqlProjection.js"
+import type { RunRow, StoreStatus } from "./sqlRows.js"
+import { durableSummary, readRow, requireRow, storeStatusOf, summaryOf } from "./sqlRows.js"
+
+type Adopted = { readonly executionDigest?: string | undefined; readonly engineVersion?: string | undefined }
+
+/** Ownership operations bound to one runtime context. */
+export const makeOwnership = (ctx: SqlContext) => {
+  const fibers = new Map<string, Fiber.RuntimeFiber<unknown, unknown>>()
+
+  const project = (row: RunRow) => Effect.map(projectRows(ctx, [row]), (items) => items[0]!)
+
+  const ownedByUs = (row: RunRow) => row.status === "running" && row.owner !== null && ctx.sameProcess(row.owner)
+
+  /** CAS the status through the run store, writing the summary in the same statement (§9.1). */
+  const transition = (
+    runId: string,
+    owner: OwnerIdentity,
+    summary: RunSummary,
+    status: RunStatus,
+    store: StoreStatus = storeStatusOf(status)
+  ): Effect.Effect<RunSummary, OwnershipError> =>
+    Effect.gen(function*() {
+      const at = yield* ctx.now
+      const { ownerId, parkedBy: _p, ...rest } = durableSummary(summary)
+      const parks = store === "suspended" && !(status === "accepted")
+      const next: RunSummary = {
+        ...rest,
+        status,
+        updatedAt: at,
+        ...(store === "running" && ownerId !== undefined ? { ownerId } : {}),
+        ...(parks ? { parkedBy: fenceOf(owner) } : {})
+      }
+      const outcome = yield* ctx.store.transitionOwned(runId, owner, store, JSON.stringify(next)).pipe(persist("transition a run"))
+      switch (outcome._tag) {
+        case "Transitioned":
+          return next
+        case "NotFound":
+          return yield* Effect.fail(new RunNotFound({ runId }))
+        default:
+          return yield* Effect.fail(new ClaimLost({ runId }))
+      }
+    })
+
+  const deadOwner = (row: RunRow) =>
+    Effect.gen(function*() {
+      const isAlive = ctx.options.isAlive
+      if (isAlive === undefined || row.owner === null) return undefined
+      const nowMs = yield* ctx.now
+      const alive = yield* isAlive(row.owner, { claimant: ctx.owner, heartbeatAtMs: row.heartbeatAtMs, nowMs })
+      return alive ? undefined : Ownership.evidenceFor(row.owner, ctx.owner, nowMs)
+    })
+
+  const claim = (row: RunRow, evidence?: Ownership.LivenessEvidence, adopted?: Adopted) =>
+    Effect.gen(function*() {
+      const runId = row.runId
+      const claimant = yield* ctx.claimant
+      const base = yield* summaryOf(row)
+      return yield* ctx.write(
+        runId,
+        "claim a run",
+        Effect.gen(function*() {
+          const nowMs = evidence?.checkedAtMs ?? (yield* ctx.now)
+          const outcome = yield* ctx.store.claimAndOwn(
+            runId,
+            { status: row.status, owner: row.owner, heartbeatAtMs: row.heartbeatAtMs },
+            claimant,
+            nowMs,
+            evidence
+          )
+          if (outcome._tag === "NotFound") return yield* Effect.fail(new RunNotFound({ runId }))
+          if (outcome._tag !== "Activated") return yield* Effect.fail(new ClaimLost({ runId, reason: outcome._tag }))
+          // Claiming ends the park: clear the waiting columns under the new owner's fence.
+          yield* ctx.sql`UPDATE flows_runs SET waiting_reason = NULL, waiting_token = NULL, waiting_request = NULL,
+              waiting_wake_at_ms = NULL
+            WHERE run_id = ${runId} AND status = 'running' AND owner_host_id = ${claimant.hostId}
+              AND owner_pid = ${claimant.pid} AND owner_nonce = ${claimant.nonce}`
+          return yield* transition(runId, claimant, { ...base, ...adopted, ownerId: fenceOf(claimant) }, "accepted")
+        })
+      )
+    })
+
+  const withLaunchedBy = (row: RunRow, summary: RunSummary): RunSummary =>
+    row.principal === undefined ? summary : { ...summary, launchedBy: row.principal }
+
+  const resumeWith = (
+    runId: string,
+    scope: ResumeScope,
+    adopt: ((summary: RunSummary) => Effect.Effect<Adopted, CodeDrift | PersistenceError>) | undefined
+  ): Effect.Effect<RunSummary, OwnershipError | CodeDrift> =>
+    Effect.gen(function*() {
+      const row = yield* requireRow(ctx, runId)
+      const summary = yield* summaryOf(row)
+      if (isTerminalStatus(summary.status) || row.status === "completed" || row.status === "failed" || row.status === "cancelled") {
+        return yield* project(row)
+      }
+      if (ownedByUs(row)) return summary
+      if (scope === "launched" && row.status === "suspended" && summary.parkedBy !== undefined) {
+        const parker = ownerOf(summary.parkedBy)
+        if (parker === undefined) {
+          return yield* Effect.fail(new PersistenceError({ operation: "decode flows_runs.state_json", message: `run ${runId}: parkedBy is not a fence` }))
+        }
+        if (!ctx.sameProcess(parker)) {
+          const isAlive = ctx.options.isAlive
+          const nowMs = yield* ctx.now
+          const alive = isAlive !== undefined && parker.hostId === ctx.owner.hostId
+            ? yield* isAlive(parker, { claimant: ctx.owner, heartbeatAtMs: null, nowMs })
+            : true
+          if (alive) {
+            return yield* Effect.fail(
+              new ClaimLost({
+                runId,
+                reason: "parking host is alive or its liveness cannot be determined",
+                parkedBy: { hostId: parker.hostId, pid: parker.pid }
+              })
+            )
+          }
+        }
+      }
+      if (scope === "launched" && !row.launched) return yield* Effect.fail(new ClaimLost({ runId }))
+      let evidence: Ownership.LivenessEvidence | undefined
+      if (row.status === "running") {
+        evidence = yield* deadOwner(row)
+        if (evidence === undefined) return yield* Effect.fail(new ClaimLost({ runId }))
+      }
+      const adopted = adopt === undefined ? undefined : yield* adopt(summary)
+      return withLaunchedBy(row, yield* claim(row, evidence, adopted))
+    })
+
+  const resume = (runId: string, options?: { readonly scope?: ResumeScope | undefined }) =>
+    resumeWith(runId, options?.scope ?? "any", undefined) as Effect.Effect<RunSummary, OwnershipError>
+
+  const resumeAdopting = (runId: string, options?: { readonly scope?: ResumeScope | undefined }) =>
+    resumeWith(runId, options?.scope ?? "any", (summary) =>
+      Effect.gen(function*() {
+        const flow = ctx.options.adoptFlow !== undefined
+          ? yield* ctx.options.adoptFlow(summary.flowId, runId)
+          : (yield* ctx.currentCatalog).find((f) => f.flowId === summary.flowId)
+        if (flow === undefined) {
+          return yield* Effect.fail(
+            new CodeDrift({
+              runId,
+              flowId: summary.flowId,
+              ...(summary.executionDigest === undefined ? {} : { recorded: summary.executionDigest }),
+              ...(summary.engineVersion === undefined ? {} : { recordedEngine: summary.engineVersion })
+            })
+          )
+        }
+        const engineVersion = ctx.options.engineVersion ?? summary.engineVersion
+        return {
+          ...(flow.executionDigest === undefined ? {} : { executionDigest: flow.executionDigest }),
+          ...(engineVersion === undefined ? {} : { engineVersion })
+        }
+      }))
+
+  const claimFence = (runId: string) =>
+    Effect.flatMap(requireRow(ctx, runId), (row) =>
+      ownedByUs(row) ? Effect.succeed(fenceOf(row.owner!)) : Effect.fail(new ClaimLost({ runId })))
+
+  const fencedOwner = (runId: string, fence: string) => {
+    const owner = ownerOf(fence)
+    return owner === undefined ? Effect.fail(new ClaimLost({ runId, reason: "fence does not decode" })) : Effect.succeed(owner)
+  }
+
+  const writeStatus = (runId: string, fence: string, status: RunStatus) =>
+    Effect.gen(function*() {
+      const row = yield* requireRow(ctx, runId)
+      const owner = yield* fencedOwner(runId, fence)
+      const summary = yield* summaryOf(row)
+      return withLaunchedBy(row, yield* transition(runId, owner, summary, status))
+    })
+
+  const releasePending = (runId: string, fence: string) =>
+    Effect.gen(function*() {
+      const row = yield* requireRow(ctx, runId)
+      const owner = yield* fencedOwner(runId, fence)
+      const { ownerId: _o, ...summary } = yield* summaryOf(row)
+      return withLaunchedBy(row, yield* transition(runId, owner, summary, "accepted", "suspended"))
+    })
+
+  const park = (runId: string, fence: string, wait: ParkRequest) =>
+    Effect.gen(function*() {
+      const { request } = yield* checkPark(wait)
+      const owner = yield* fencedOwner(runId, fence)
+      return yield* ctx.write(
+        runId,
+        "park a run",
+        Effect.gen(function*() {
+          const updated = yield* ctx.sql<{ run_id: string }>`UPDATE flows_runs
+            SET waiting_reason = ${wait.reason}, waiting_token = ${wait.token}, waiting_request = ${request},
+              waiting_wake_at_ms = NULL
+            WHERE run_id = ${runId} AND status = 'running' AND owner_host_id = ${owner.hostId}
+              AND owner_pid = ${owner.pid} AND owner_nonce = ${owner.nonce}
+            RETURNING run_id`
+          const row = yield* requireRow(ctx, runId)
+          if (updated.length === 0) return yield* Effect.fail(new ClaimLost({ runId }))
+          const summary = yield* summaryOf(row)
+          return withLaunchedBy(row, yield* transition(runId, owner, summary, parkStatus(wait.reason)))
+        })
+      )
+    })
+
+  const registerFiber = (runId: string, fiber: Fiber.RuntimeFiber<unknown, unknown>) =>
+    Effect.map(requireRow(ctx, runId), () => {
+      fibers.set(runId, fiber)
+      fiber.addObserver(() => {
+        if (fibers.get(runId) === fiber) fibers.delete(runId)
+      })
+    })
+
+  const interrupt = (
+    runId: string,
+    settle: (effect: Effect.Effect<RunSummary, OwnershipError>) => Effect.Effect<RunSummary, OwnershipError> = (e) => e
+  ) =>
+    Effect.gen(function*() {
+      const row = yield* requireRow(ctx, runId)
+      const summary = yield* summaryOf(row)
+      if (isTerminalStatus(summary.status)) return yield* project(row)
+      if (!ownedByUs(row)) return yield* Effect.fail(new ClaimLost({ runId }))
+      const original = row.owner!
+      const fiber = fibers.get(runId)
+      if (fiber !== undefined) {
+        yield* Fiber.interrupt(fiber)
+        if (fibers.get(runId) === fiber) fibers.delete(runId)
+      }
+      return yield* settle(
+        ctx.write(
+          runId,
+          "settle an interrupted run",
+          Effect.gen(function*() {
+            const current = yield* requireRow(ctx, runId)
+            const currentSummary = yield* summaryOf(current)
+            if (isTerminalStatus(currentSummary.status)) return currentSummary
+            return withLaunchedBy(current, yield* transition(runId, original, currentSummary, "cancelled"))
+          })
+        )
+      )
+    })
+
+  const recordedCode = (runId: string) =>
+    Effect.gen(function*() {
+      const row = yield* requireRow(ctx, runId)
+      const summary = yield* summaryOf(row)
+      const own = {
+        ...(summary.executionDigest === undefined ? {} : { executionDigest: summary.executionDigest }),
+        ...(summary.engineVersion === undefined ? {} : { engineVersion: summary.engineVersion })
+      }
+      if (own.executionDigest !== undefined || own.engineVersion !== undefined) return { flowId: summary.flowId, code: own }
+      const visited = new Set([runId])
+      let parentId = row.parentRunId ?? summary.parentRunId
+      while (parentId !== undefined && !visited.has(parentId)) {
+        visited.add(parentId)
+        const parent = yield* readRow(ctx, parentId)
+        if (parent === undefined) break
+        const parentSummary = yield* summaryOf(parent)
+        if (parentSummary.flowId !== summary.flowId) break
+        if (parentSummary.executionDigest !== undefined || parentSummary.engineVersion !== undefined) {
+          return {
+            flowId: summary.flowId,
+            code: {
+              ...(parentSummary.executionDigest === undefined ? {} : { executionDigest: parentSummary.executionDigest }),
+              ...(parentSummary.engineVersion === undefined ? {} : { engineVersion: parentSummary.engineVersion })
+            }
+          }
+        }
+        parentId = parent.parentRunId ?? parentSummary.parentRunId
+      }
+      return { flowId: summary.flowId, code: own }
+    })
+
+  const codeDrift = (runId: string): Effect.Effect<CodeDrift | undefined, RunNotFound | PersistenceError> =>
+    Effect.gen(function*() {
+      const { code, flowId } = yield* recordedCode(runId)
+      const recorded = code.executionDigest
+      let current = (yield* ctx.currentCatalog).find((f) => f.flowId === flowId)?.executionDigest
+      let flowGone = current === undefined && !(yield* ctx.currentCatalog).some((f) => f.flowId === flowId)
+      if (ctx.options.pinnedFlow !== undefined && recorded !== undefined) {
+        const pinned = yield* ctx.options.pinnedFlow(flowId, recorded)
+        if (pinned === true) {
+          current = recorded
+          flowGone = false
+        } else if (pinned === false) {
+          current = undefined
+          flowGone = true
+        }
+      }
+      const flowDrift = recorded !== undefined && (flowGone || current !== recorded)
+      const recordedEngine = code.engineVersion
+      const currentEngine = ctx.options.engineVersion
+      const engineDrift = recordedEngine !== undefined && currentEngine !== undefined && recordedEngine !== currentEngine
+      if (!flowDrift && !engineDrift) return undefined
+      return new CodeDrift({
+        runId,
+        flowId,
+        ...(flowDrift ? { recorded } : {}),
+        ...(flowDrift && current !== undefined ? { current } : {}),
+        ...(engineDrift ? { recordedEngine, currentEngine } : {})
+      })
+    })
+
+  return {
+    fibers,
+    project,
+    transition,
+    resume,
+    resumeAdopting,
+    claimFence,
+    writeStatus,
+    releasePending,
+    park,
+    registerFiber,
+    interrupt,
+    recordedCode: (runId: string) => Effect.map(recordedCode(runId), (r) => r.code),
+    codeDrift
+  }
+}

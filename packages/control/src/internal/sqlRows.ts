@@ -1,0 +1,185 @@
+/**
+ * Reading `flows_runs` rows (with the launch index and delegation) and decoding their summaries (§5, §15.1).
+ */
+import type { Fragment } from "@effect/sql/Statement"
+import { Effect, Schema } from "effect"
+import { PersistenceError, RunNotFound } from "../ControlError.js"
+import type { RunStatus, RunSummary } from "../ControlSchema.js"
+import { RunSummary as RunSummarySchema } from "../ControlSchema.js"
+import type { OwnerIdentity } from "../ControlRuntime.js"
+import type { SqlContext } from "./sqlContext.js"
+import { persist } from "./sqlContext.js"
+
+/** The run store's status values. */
+export type StoreStatus = "pending" | "running" | "suspended" | "completed" | "failed" | "cancelled"
+
+/** A decoded run row: the store's columns control reads plus its launch index and delegation. */
+export interface RunRow {
+  readonly rowSeq: number
+  readonly runId: string
+  readonly status: StoreStatus
+  readonly createdAtMs: number
+  readonly startedAtMs: number | null
+  readonly finishedAtMs: number | null
+  readonly owner: OwnerIdentity | null
+  readonly heartbeatAtMs: number | null
+  readonly claim: OwnerIdentity | null
+  readonly claimedAtMs: number | null
+  readonly parentRunId: string | null
+  readonly lineageId: string | null
+  readonly roundOrdinal: number | null
+  readonly cancelRequestedAtMs: number | null
+  readonly waitingReason: string | null
+  readonly waitingToken: string | null
+  readonly waitingRequest: string | null
+  readonly stateJson: string
+  readonly launched: boolean
+  readonly createdSeq: number | null
+  readonly principal: { readonly id: string; readonly kind: string } | undefined
+  readonly pendingResume: number | null
+}
+
+/** Raw selected columns. */
+export type RawRow = Record<string, unknown>
+
+/** The column list every run read selects (aliases `r`, `cr`, `rr`). */
+export const runColumns = (ctx: SqlContext): Fragment =>
+  ctx.sql`r.row_seq, r.run_id, r.status, r.created_at_ms, r.started_at_ms, r.finished_at_ms,
+    r.owner_host_id, r.owner_pid, r.owner_nonce, r.heartbeat_at_ms,
+    r.claim_host_id, r.claim_pid, r.claim_nonce, r.claimed_at_ms,
+    r.parent_run_id, r.lineage_id, r.round_ordinal, r.cancel_requested_at_ms,
+    r.waiting_reason, r.waiting_token, r.waiting_request, r.state_json,
+    cr.run_id AS launch_run_id, cr.created_seq, cr.principal_id, cr.principal_kind, rr.requested_seq`
+
+/** The FROM clause matching `runColumns`. */
+export const runFrom = (ctx: SqlContext): Fragment =>
+  ctx.sql`flows_runs r LEFT JOIN control_runs cr ON cr.run_id = r.run_id
+    LEFT JOIN control_run_resumes rr ON rr.run_id = r.run_id`
+
+const num = (v: unknown): number | null => (v === null || v === undefined ? null : Number(v))
+const str = (v: unknown): string | null => (v === null || v === undefined ? null : String(v))
+
+/** Decode one raw row (integers may arrive as decimal strings on foreign clients). */
+export const toRow = (raw: RawRow): RunRow => {
+  const ownerHost = str(raw.owner_host_id)
+  const claimHost = str(raw.claim_host_id)
+  const principalId = str(raw.principal_id)
+  return {
+    rowSeq: Number(raw.row_seq),
+    runId: String(raw.run_id),
+    status: String(raw.status) as StoreStatus,
+    createdAtMs: Number(raw.created_at_ms),
+    startedAtMs: num(raw.started_at_ms),
+    finishedAtMs: num(raw.finished_at_ms),
+    owner: ownerHost === null ? null : { hostId: ownerHost, pid: Number(raw.owner_pid), nonce: String(raw.owner_nonce) },
+    heartbeatAtMs: num(raw.heartbeat_at_ms),
+    claim: claimHost === null ? null : { hostId: claimHost, pid: Number(raw.claim_pid), nonce: String(raw.claim_nonce) },
+    claimedAtMs: num(raw.claimed_at_ms),
+    parentRunId: str(raw.parent_run_id),
+    lineageId: str(raw.lineage_id),
+    roundOrdinal: num(raw.round_ordinal),
+    cancelRequestedAtMs: num(raw.cancel_requested_at_ms),
+    waitingReason: str(raw.waiting_reason),
+    waitingToken: str(raw.waiting_token),
+    waitingRequest: str(raw.waiting_request),
+    stateJson: String(raw.state_json),
+    launched: raw.launch_run_id !== null && raw.launch_run_id !== undefined,
+    createdSeq: num(raw.created_seq),
+    principal: principalId === null ? undefined : { id: principalId, kind: String(raw.principal_kind ?? "") },
+    pendingResume: num(raw.requested_seq)
+  }
+}
+
+/** Read one run row, or `undefined`. */
+export const readRow = (ctx: SqlContext, runId: string): Effect.Effect<RunRow | undefined, PersistenceError> =>
+  ctx.sql<RawRow>`SELECT ${runColumns(ctx)} FROM ${runFrom(ctx)} WHERE r.run_id = ${runId}`.pipe(
+    Effect.map((rows) => (rows[0] === undefined ? undefined : toRow(rows[0]))),
+    persist("read a run")
+  )
+
+/** Read one run row or fail `RunNotFound`. */
+export const requireRow = (ctx: SqlContext, runId: string): Effect.Effect<RunRow, RunNotFound | PersistenceError> =>
+  Effect.flatMap(readRow(ctx, runId), (row) => (row === undefined ? Effect.fail(new RunNotFound({ runId })) : Effect.succeed(row)))
+
+/** Whether a run row exists. */
+export const runExists = (ctx: SqlContext, runId: string): Effect.Effect<void, RunNotFound | PersistenceError> =>
+  ctx.sql<{ run_id: string }>`SELECT run_id FROM flows_runs WHERE run_id = ${runId}`.pipe(
+    persist("read a run"),
+    Effect.flatMap((rows) => (rows.length === 0 ? Effect.fail(new RunNotFound({ runId })) : Effect.void))
+  )
+
+/** The control status the store can prove for a foreign row. */
+export const reverseStatus = (status: StoreStatus): RunStatus =>
+  status === "pending" ? "accepted" : status === "suspended" ? "parked" : status
+
+/** The store status a control status is written as (§5). */
+export const storeStatusOf = (status: RunStatus): StoreStatus =>
+  status === "accepted" || status === "running"
+    ? "running"
+    : status === "parked" || status === "waiting-approval"
+    ? "suspended"
+    : status
+
+const decodeSummary = Schema.decodeUnknownEither(RunSummarySchema)
+const EngineState = Schema.Struct({ flowName: Schema.String.pipe(Schema.minLength(1)) })
+const decodeEngine = Schema.decodeUnknownEither(EngineState)
+
+/** True when a parsed state object is a control summary (any of `runId`, `flowId`, `status`). */
+export const isControlState = (value: unknown): value is Record<string, unknown> =>
+  typeof value === "object" && value !== null && !Array.isArray(value) &&
+  ("runId" in value || "flowId" in value || "status" in value)
+
+/** Decode a row's `state_json` into its base summary (§15.1). */
+export const baseSummary = (row: RunRow): Effect.Effect<RunSummary, PersistenceError> =>
+  Effect.suspend(() => {
+    let parsed: unknown
+    try {
+      parsed = JSON.parse(row.stateJson)
+    } catch {
+      return Effect.fail(new PersistenceError({ operation: "decode flows_runs.state_json", message: `run ${row.runId}: state is not JSON` }))
+    }
+    if (isControlState(parsed)) {
+      const decoded = decodeSummary(parsed)
+      return decoded._tag === "Right"
+        ? Effect.succeed(decoded.right)
+        : Effect.fail(
+          new PersistenceError({ operation: "decode flows_runs.state_json", message: `run ${row.runId}: ${decoded.left.message}` })
+        )
+    }
+    const engine = decodeEngine(parsed)
+    if (engine._tag === "Left") {
+      return Effect.fail(
+        new PersistenceError({ operation: "decode flows_runs.state_json", message: `run ${row.runId}: ${engine.left.message}` })
+      )
+    }
+    return Effect.succeed({
+      runId: row.runId,
+      flowId: engine.right.flowName,
+      status: reverseStatus(row.status),
+      createdAt: row.createdAtMs,
+      updatedAt: row.finishedAtMs ?? row.startedAtMs ?? row.createdAtMs
+    })
+  })
+
+/** The base summary plus `launchedBy` (from the launch index, which outlives an engine rewrite). */
+export const summaryOf = (row: RunRow): Effect.Effect<RunSummary, PersistenceError> =>
+  Effect.map(baseSummary(row), (summary) => (row.principal === undefined ? summary : { ...summary, launchedBy: row.principal }))
+
+/** Only the durable members of a summary are written back (derived ones are recomputed on read). */
+export const durableSummary = (summary: RunSummary): RunSummary => {
+  const {
+    launchedBy: _l,
+    pendingWaits: _w,
+    pendingResume: _r,
+    cancellation: _c,
+    codeDrift: _d,
+    origin: _o,
+    waitingReason: _wr,
+    steering: _s,
+    ...rest
+  } = summary
+  return rest
+}
+
+/** Terminal store statuses. */
+export const isTerminalStore = (status: StoreStatus) => status === "completed" || status === "failed" || status === "cancelled"
