@@ -15,8 +15,7 @@ import * as ControlError from "./ControlError.js"
 import * as ControlExecutor from "./ControlExecutor.js"
 import * as ControlRuntime from "./ControlRuntime.js"
 import * as ControlSchema from "./ControlSchema.js"
-import { isDurableTextOfLength } from "./internal/canonical.js"
-import { admit, requireKey } from "./internal/facadeBoundary.js"
+import { admit, keyRule, requireKey } from "./internal/facadeBoundary.js"
 import * as Inputs from "./internal/facadeInputs.js"
 import { list as listImpl } from "./internal/facadeList.js"
 import { emit, fingerprint, intentOf, mutate, mutationKey, persistence, transact } from "./internal/facadeMutation.js"
@@ -285,7 +284,7 @@ export const make: Effect.Effect<Service, never, ControlRuntime.ControlRuntime |
     // ---- plan -------------------------------------------------------------
     const plan: Service["plan"] = (raw) =>
       Effect.gen(function*() {
-        const input = yield* admit("plan", Inputs.PlanInput, raw)
+        const input = yield* admit("plan", Inputs.PlanInput, raw, [keyRule("plan")])
         if (input.idempotencyKey !== undefined) yield* requireKey("plan", input.idempotencyKey)
         const body = Effect.gen(function*() {
           const outcome = yield* runtime.plan({ ...input, input: input.input })
@@ -313,13 +312,11 @@ export const make: Effect.Effect<Service, never, ControlRuntime.ControlRuntime |
     const decide = (decision: "approved" | "denied") => (raw: ApprovalInput) =>
       Effect.gen(function*() {
         const operation = decision === "approved" ? "approve" : "deny"
-        const input = yield* admit(operation, Inputs.ApprovalInput, raw)
+        const input = yield* admit(operation, Inputs.ApprovalInput, raw, [
+          keyRule(operation),
+          { field: "reason", max: 1000, issue: `${operation}.reason: must be 1 to 1000 well-formed characters` }
+        ])
         yield* requireKey(operation, input.idempotencyKey)
-        if (input.reason !== undefined && !isDurableTextOfLength(input.reason, 1000)) {
-          return yield* new ControlError.InvalidInput({
-            issue: `${operation}.reason: must be 1 to 1000 well-formed characters`
-          })
-        }
         const principal = yield* runtime.stampPrincipal(actorOf(input.principal))
         const target = input.target
         const scope = input.scope
@@ -464,12 +461,12 @@ export const make: Effect.Effect<Service, never, ControlRuntime.ControlRuntime |
       })
 
     const resume: Service["resume"] = (raw) =>
-      Effect.flatMap(admit("resume", Inputs.ResumeInput, raw), (input) => resumeRun("resume", input))
+      Effect.flatMap(admit("resume", Inputs.ResumeInput, raw, [keyRule("resume")]), (input) => resumeRun("resume", input))
 
     // ---- run ----------------------------------------------------------------
     const run: Service["run"] = (raw) =>
       Effect.gen(function*() {
-        const input = yield* admit("run", Inputs.RunInput, raw)
+        const input = yield* admit("run", Inputs.RunInput, raw, [keyRule("run")])
         if (input._tag === "Resume") {
           const { _tag: _ignored, ...rest } = input
           return yield* resumeRun("run", rest)
@@ -522,7 +519,7 @@ export const make: Effect.Effect<Service, never, ControlRuntime.ControlRuntime |
     // ---- steer --------------------------------------------------------------
     const steer: Service["steer"] = (raw) =>
       Effect.gen(function*() {
-        const input = yield* admit("steer", Inputs.SteerInput, raw)
+        const input = yield* admit("steer", Inputs.SteerInput, raw, [keyRule("steer")])
         yield* requireKey("steer", input.idempotencyKey)
         const runId = input.runId
         if (input.message.runId !== runId) {
@@ -593,7 +590,7 @@ export const make: Effect.Effect<Service, never, ControlRuntime.ControlRuntime |
     // ---- signal -------------------------------------------------------------
     const signal: Service["signal"] = (raw) =>
       Effect.gen(function*() {
-        const input = yield* admit("signal", Inputs.SignalInput, raw)
+        const input = yield* admit("signal", Inputs.SignalInput, raw, [keyRule("signal")])
         yield* requireKey("signal", input.idempotencyKey)
         const runId = input.runId
         const principal = yield* runtime.stampPrincipal(actorOf(input.principal))
@@ -648,7 +645,7 @@ export const make: Effect.Effect<Service, never, ControlRuntime.ControlRuntime |
     // ---- cancel -------------------------------------------------------------
     const cancel: Service["cancel"] = (raw) =>
       Effect.gen(function*() {
-        const input = yield* admit("cancel", Inputs.RunMutationInput, raw)
+        const input = yield* admit("cancel", Inputs.RunMutationInput, raw, [keyRule("cancel")])
         yield* requireKey("cancel", input.idempotencyKey)
         const runId = input.runId
         const principal = yield* runtime.stampPrincipal(actorOf(input.principal))

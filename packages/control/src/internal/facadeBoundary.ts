@@ -120,9 +120,26 @@ const pathOf = (error: ParseResult.ParseError): string => {
 export const admit = <A, I>(
   operation: string,
   schema: Schema.Schema<A, I>,
-  value: unknown
+  value: unknown,
+  texts: ReadonlyArray<TextRule> = []
 ): Effect.Effect<A, ControlError.InvalidInput> =>
   Effect.suspend(() => {
+    // Named durable-text fields get their own message, even when the general
+    // boundary would also refuse them (NUL, lone surrogates).
+    if (typeof value === "object" && value !== null) {
+      for (const rule of texts) {
+        let descriptor: PropertyDescriptor | undefined
+        try {
+          descriptor = Object.getOwnPropertyDescriptor(value, rule.field)
+        } catch {
+          descriptor = undefined
+        }
+        if (descriptor === undefined || !("value" in descriptor) || descriptor.value === undefined) continue
+        if (!isDurableTextOfLength(descriptor.value, rule.max)) {
+          return Effect.fail(new ControlError.InvalidInput({ issue: rule.issue }))
+        }
+      }
+    }
     let copied: unknown
     try {
       copied = copy(value)
@@ -137,6 +154,20 @@ export const admit = <A, I>(
       Effect.mapError((error) => new ControlError.InvalidInput({ issue: `${operation}: invalid mutation at ${pathOf(error)}` }))
     )
   })
+
+/** A top-level durable-text field and the issue it fails with. */
+export interface TextRule {
+  readonly field: string
+  readonly max: number
+  readonly issue: string
+}
+
+/** The idempotency-key rule of `operation`. */
+export const keyRule = (operation: string): TextRule => ({
+  field: "idempotencyKey",
+  max: 1024,
+  issue: `${operation}.idempotencyKey: must be 1 to 1024 well-formed characters`
+})
 
 /** Idempotency keys: 1..1024 UTF-16 units, no NUL, no unpaired surrogate. */
 export const requireKey = (operation: string, key: string): Effect.Effect<void, ControlError.InvalidInput> =>
