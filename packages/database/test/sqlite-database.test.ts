@@ -14,6 +14,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { counterSet } from "./fixtures/counterSet.js"
 import { removeTempDirs, snapshot, tempDir } from "./fixtures/files.js"
+import { jsonBackstop } from "./fixtures/jsonBackstop.js"
 import { runFixture } from "./support/processes.js"
 
 afterAll(removeTempDirs)
@@ -347,5 +348,14 @@ describe("SqliteDatabase driver recovery (check 15)", () => {
         })
       )
       expect(outcome).toEqual({ code: "constraint", children: [], parents: [{ id: 1 }] })
+    }))
+})
+
+describe("JSON backstop on SQLite (check 35)", () => {
+  it.live("a jsonValid CHECK stores \\u0000 and lone-surrogate escapes on SQLite (the raw-SQL difference of 5.5)", () =>
+    Effect.gen(function*() {
+      const filename = path.join(tempDir(), "json.db")
+      const outcome = yield* withDatabase({ filename }, jsonBackstop)
+      expect(outcome).toEqual({ outcomes: ["stored", "stored", "stored", "stored"], stored: [1, 2, 3, 4] })
     }))
 })
