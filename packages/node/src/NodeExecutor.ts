@@ -1,0 +1,76 @@
+/**
+ * The node implementations of control's executor port: `host` drives runs in this process
+ * (steps, waits, heartbeats), `client` drives nothing and leaves runs to hosts.
+ *
+ * @since 0.1.0
+ */
+import type * as ControlExecutor from "@baton/control/ControlExecutor"
+import type * as ControlRuntime from "@baton/control/ControlRuntime"
+import { Effect } from "effect"
+import { deliverSignal, takeUpAllowed } from "./internal/hostSignals.js"
+import type { HostCore } from "./internal/hostCore.js"
+
+/**
+ * The host executor over a host core (built by `NodeRuntime` in host mode):
+ * - `launch`: flow served and capacity free → drive it (cause `launch`), `accepted`; else `pending`;
+ * - `deliverSignal`: bind the command to the open wait, request a resume and, when this host may
+ *   take it up, drive it (cause `signal`); `delivered`, `no-match`, `refused` or `unknown`;
+ * - `resumeRun`: `resume(runId, { scope: "launched" })` and drive (`resuming`); `ClaimLost` → `unknown`;
+ * - `settleCancelledPark`: nothing (the facade claims and cancels parks).
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const host = (core: HostCore): ControlExecutor.Service => ({
+  launch: ({ run }) =>
+    Effect.gen(function*() {
+      if (!core.accepting) return "pending" as const
+      const flow = yield* core.flowFor(run.flowId)
+      if (flow === undefined || core.capacity() <= 0) return "pending" as const
+      const started = yield* core.startDrive(run.runId, run.flowId, "launch")
+      return started ? "accepted" as const : "pending" as const
+    }),
+  deliverSignal: (input) => deliverSignal(core, input),
+  resumeRun: ({ runId }) =>
+    Effect.gen(function*() {
+      if (core.driven.has(runId)) return "resuming" as const
+      if (!core.accepting || core.capacity() <= 0) return "unknown" as const
+      const summary = yield* core.runtime.getRun(runId)
+      const flow = yield* core.flowFor(summary.flowId)
+      if (flow === undefined) return "unknown" as const
+      yield* core.runtime.resume(runId, { scope: "launched" })
+      const started = yield* core.startDrive(runId, summary.flowId, "resume")
+      return started ? "resuming" as const : "unknown" as const
+    }).pipe(
+      Effect.catchAll((error) =>
+        error._tag === "PersistenceError"
+          ? Effect.fail(error)
+          : Effect.succeed("unknown" as const)
+      )
+    ),
+  settleCancelledPark: () => Effect.void
+})
+
+/**
+ * The client executor: launches answer `pending` (the facade releases the run for hosts),
+ * signals `unknown` (hosts deliver), and a resume this process just claimed is released again
+ * (`releasePending`) so a host drives it.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const client = (runtime: ControlRuntime.Service): ControlExecutor.Service => ({
+  launch: () => Effect.succeed("pending" as const),
+  deliverSignal: () => Effect.succeed("unknown" as const),
+  resumeRun: ({ runId }) =>
+    runtime.claimFence(runId).pipe(
+      Effect.flatMap((fence) => runtime.releasePending(runId, fence)),
+      Effect.as("unknown" as const),
+      Effect.catchAll((error) =>
+        error._tag === "PersistenceError" ? Effect.fail(error) : Effect.succeed("unknown" as const)
+      )
+    ),
+  settleCancelledPark: () => Effect.void
+})
+
+export { takeUpAllowed }

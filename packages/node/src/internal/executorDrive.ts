@@ -1,0 +1,316 @@
+/** One drive of a run: claim fence → handler fiber with its heartbeat → settle (node.md 4.4, 5.6). */
+import type * as ControlRuntime from "@baton/control/ControlRuntime"
+import type * as Journal from "@baton/journal/Journal"
+import type * as JournalEvent from "@baton/journal/JournalEvent"
+import type * as OwnerId from "@baton/journal/OwnerId"
+import type * as AttemptStore from "@baton/run-store/AttemptStore"
+import * as Heartbeat from "@baton/run-store/Heartbeat"
+import * as RunStore from "@baton/run-store/RunStore"
+import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
+import * as NodePath from "@effect/platform-node/NodePath"
+import * as SqlClient from "@effect/sql/SqlClient"
+import { Cause, Effect, Exit, Fiber, Layer, Option, Schema } from "effect"
+import type * as Flow from "../Flow.js"
+import { Run } from "../Run.js"
+import { isJson } from "./executorJson.js"
+import { durable, isFenceLoss, nodeSource } from "./executorJournal.js"
+import { StepMisuse } from "./executorMisuse.js"
+import { type DriveState, markEnd, register } from "./executorState.js"
+import { errorRecord, isLost, recordReserved } from "./executorStep.js"
+import type { DriveCause, EndReason, RunService } from "./executorTypes.js"
+
+/** What a drive needs from its host. */
+export interface DriveEnv {
+  readonly runtime: ControlRuntime.Service
+  readonly runStore: RunStore.Service
+  readonly attempts: AttemptStore.Service
+  readonly journal: Journal.Service
+  readonly sql: SqlClient.SqlClient
+  readonly hostLabel: string
+  readonly flowFor: (flowId: string) => Effect.Effect<Flow.Any | undefined>
+  readonly stopping: () => boolean
+}
+
+/** Live handle of a drive, for the host supervisor. */
+export interface DriveControl {
+  /** Set once the drive has its state (after the claim fence was read). */
+  state: DriveState | undefined
+  handler: Fiber.RuntimeFiber<unknown, unknown> | undefined
+}
+
+/** How a drive ended. */
+export interface DriveEnd {
+  readonly runId: string
+  readonly reason: EndReason
+  readonly released: boolean
+  readonly lapsed: boolean
+}
+
+const maxResultBytes = 1024 * 1024
+
+const platform = Layer.mergeAll(NodeFileSystem.layer, NodePath.layer)
+
+const countEntries = (journal: Journal.Service, runId: string, eventType: string) =>
+  journal.entries({ runId, eventTypes: [eventType], limit: 10_000 } as Journal.EntriesOptions).pipe(
+    Effect.map((page) => page.entries.length),
+    Effect.orElseSucceed(() => 0)
+  )
+
+/**
+ * Release a run this drive still owns: fenced `baton.run.released { reason, drive }` and
+ * `ControlRuntime.releasePending` in one journal transaction. Answers whether it committed.
+ */
+export const release = (
+  env: DriveEnv,
+  state: { readonly run: RunService; readonly fence: string },
+  reason: "shutdown" | "lease-lapsed" | "storage-failed"
+): Effect.Effect<boolean> =>
+  env.journal.transact(
+    Effect.gen(function*() {
+      yield* env.journal.emitDurable(
+        {
+          runId: state.run.runId,
+          sourceId: nodeSource,
+          eventType: "baton.run.released",
+          payload: { reason, drive: state.run.drive }
+        } as JournalEvent.Input,
+        state.run.owner
+      )
+      yield* env.runtime.releasePending(state.run.runId, state.fence)
+    }),
+    { key: state.run.runId }
+  ).pipe(
+    Effect.as(true),
+    Effect.catchAllCause((cause) =>
+      Effect.logWarning("could not release a run").pipe(
+        Effect.annotateLogs({ runId: state.run.runId, reason, cause: Cause.pretty(cause).slice(0, 500) }),
+        Effect.as(false)
+      )
+    )
+  )
+
+const settle = (
+  env: DriveEnv,
+  state: DriveState,
+  status: "completed" | "failed",
+  body: Effect.Effect<void, unknown>
+): Effect.Effect<void> =>
+  env.journal.transact(
+    Effect.gen(function*() {
+      yield* body
+      yield* env.runtime.writeStatus(state.run.runId, state.fence, status)
+    }),
+    { key: state.run.runId }
+  ).pipe(
+    Effect.catchAllCause((cause) => {
+      const failure = Cause.failureOption(cause)
+      if (Option.isSome(failure) && (isLost(failure.value) || isFenceLoss(failure.value))) {
+        return Effect.logInfo("run settled elsewhere: this drive lost its fence").pipe(
+          Effect.annotateLogs({ runId: state.run.runId })
+        )
+      }
+      return Effect.logError("could not settle a run; another host will drive it again").pipe(
+        Effect.annotateLogs({ runId: state.run.runId, status, cause: Cause.pretty(cause).slice(0, 1000) })
+      )
+    })
+  )
+
+const failureRecord = (cause: Cause.Cause<unknown>) => {
+  const defect = Cause.dieOption(cause)
+  if (Option.isSome(defect) && defect.value instanceof StepMisuse) {
+    const misuse = defect.value
+    return {
+      tag: "StepMisuse",
+      message: `StepMisuse ${misuse.code}: ${misuse.message}`,
+      ...(misuse.step.length > 0 ? { step: misuse.step } : {}),
+      defect: true
+    }
+  }
+  const base = errorRecord(cause)
+  return Option.isSome(defect) && Option.isNone(Cause.failureOption(cause))
+    ? { ...base, defect: true, message: Cause.pretty(cause).slice(0, 4000) }
+    : base
+}
+
+const settleSuccess = (env: DriveEnv, state: DriveState, flow: Flow.Any, value: unknown) =>
+  Effect.gen(function*() {
+    const encoded = flow.output === undefined
+      ? Either_right(value)
+      : yield* Effect.either(Schema.encode(flow.output)(value))
+    const json = encoded._tag === "Right" ? encoded.right : undefined
+    const text = json === undefined || !isJson(json) ? undefined : JSON.stringify(json)
+    if (text === undefined || text.length > maxResultBytes) {
+      markEnd(state, "failed")
+      const message = text === undefined ? "the run's result is not JSON" : "the run's result exceeds 1 MiB"
+      return yield* settleFailure(env, state, { tag: "ResultInvalid", message })
+    }
+    markEnd(state, "completed")
+    yield* settle(
+      env,
+      state,
+      "completed",
+      Effect.gen(function*() {
+        yield* recordReserved(state, "$result", "completed", { outcome: { value: json } })
+        yield* durable(state, "baton.run.completed", { steps: state.stepsCompleted, resultBytes: text.length })
+      })
+    )
+  })
+
+const Either_right = (value: unknown) => ({ _tag: "Right" as const, right: value })
+
+const settleFailure = (env: DriveEnv, state: DriveState, error: Record<string, unknown>) => {
+  markEnd(state, "failed")
+  return settle(
+    env,
+    state,
+    "failed",
+    Effect.gen(function*() {
+      yield* recordReserved(state, "$result", "failed", { error })
+      yield* durable(state, "baton.run.failed", { error })
+    })
+  )
+}
+
+/**
+ * Drive `runId`, which this process must own (the caller claimed it through control). Returns
+ * once the handler ended and its end was settled, parked or released.
+ */
+export const drive = (
+  env: DriveEnv,
+  control: DriveControl,
+  runId: string,
+  cause: DriveCause,
+  previousOwner: OwnerId.OwnerId | null
+): Effect.Effect<DriveEnd> =>
+  Effect.gen(function*() {
+    const fence = yield* env.runtime.claimFence(runId)
+    const owner = JSON.parse(fence) as OwnerId.OwnerId
+    const row = yield* env.runStore.get(runId)
+    const summary = yield* env.runtime.getRun(runId)
+    const flow = yield* env.flowFor(summary.flowId)
+    const drives = (yield* countEntries(env.journal, runId, "baton.run.driven")) + 1
+    const takeovers = yield* countEntries(env.journal, runId, "baton.run.taken-over")
+    const run: RunService = {
+      runId,
+      flowId: summary.flowId,
+      planId: Option.fromNullable(summary.planId),
+      drive: drives,
+      cause,
+      owner
+    }
+    if (flow === undefined) {
+      yield* release(env, { run, fence }, "shutdown")
+      return { runId, reason: "shutdown", released: true, lapsed: false } satisfies DriveEnd
+    }
+    const plan = summary.planId === undefined ? undefined : yield* env.runtime.getPlan(summary.planId)
+    const attempts = yield* env.attempts.list(runId)
+    const latest = new Map<string, AttemptStore.Attempt>()
+    for (const attempt of attempts) {
+      const current = latest.get(attempt.stepKeyDigest)
+      if (current === undefined || attempt.attempt > current.attempt) latest.set(attempt.stepKeyDigest, attempt)
+    }
+    const state: DriveState = {
+      run,
+      fence,
+      services: { runtime: env.runtime, attempts: env.attempts, journal: env.journal, sql: env.sql },
+      latest,
+      usedNames: new Set(),
+      hostLabel: env.hostLabel,
+      stopping: env.stopping,
+      envelope: plan?.card.envelope,
+      previousOwner,
+      endReason: Option.none(),
+      drives,
+      takeovers,
+      skippedSteps: 0,
+      resumedFromCheckpoint: 0,
+      stepsCompleted: 0
+    }
+    register(state)
+    control.state = state
+    const completedSteps = Array.from(latest.values()).filter((a) => a.state === "completed").length
+    const driven = yield* Effect.either(durable(state, "baton.run.driven", {
+      drive: drives,
+      owner: { hostId: owner.hostId, pid: owner.pid },
+      cause,
+      skippedSteps: completedSteps
+    }))
+    if (driven._tag === "Left") {
+      const lost = isFenceLoss(driven.left)
+      const released = lost ? false : yield* release(env, state, "storage-failed")
+      return { runId, reason: lost ? "lease-lost" : "storage-failed", released, lapsed: false } satisfies DriveEnd
+    }
+    const handler = Schema.decodeUnknown(flow.input)(plan?.decodedInput).pipe(
+      Effect.mapError((error) => ({ _tag: "InvalidInput", message: `input: ${error.message}` })),
+      Effect.flatMap((input) => flow.handler(input)),
+      Effect.provideService(Run, run),
+      Effect.provideService(SqlClient.SqlClient, env.sql),
+      Effect.provide(platform)
+    ) as Effect.Effect<unknown, unknown>
+    const fiber = yield* Effect.forkDaemon(handler)
+    control.handler = fiber
+    yield* env.runtime.registerFiber(runId, fiber).pipe(Effect.ignore)
+    let lapsed = false
+    const heartbeat = yield* Effect.forkDaemon(
+      Heartbeat.keepAlive(runId, owner, fiber, {
+        ...(row.heartbeatAtMs === null ? {} : { heartbeatAtMs: row.heartbeatAtMs }),
+        onLapse: () =>
+          Effect.sync(() => {
+            lapsed = true
+            markEnd(state, "lease-lost")
+          })
+      }).pipe(
+        Effect.tap(() => Effect.sync(() => markEnd(state, "lease-lost"))),
+        Effect.provideService(RunStore.RunStore, env.runStore)
+      )
+    )
+    const exit = yield* Fiber.await(fiber)
+    let released = false
+    if (Exit.isSuccess(exit)) {
+      yield* settleSuccess(env, state, flow, exit.value)
+    } else if (!Cause.isInterruptedOnly(exit.cause)) {
+      yield* settleFailure(env, state, failureRecord(exit.cause))
+    } else {
+      if (Option.isNone(state.endReason)) {
+        // Interrupted from outside: the heartbeat loop (loss), a facade cancel, or shutdown.
+        const ended = yield* Fiber.await(heartbeat).pipe(Effect.timeout("200 millis"), Effect.option)
+        if (Option.isSome(ended)) markEnd(state, "lease-lost")
+        else {
+          const now = yield* env.runStore.get(runId).pipe(Effect.option)
+          const cancelled = Option.isSome(now) && now.value.cancelRequestedAtMs !== null
+          markEnd(state, cancelled ? "cancelled" : "shutdown")
+        }
+      }
+      const reason = Option.getOrElse(state.endReason, () => "shutdown" as const)
+      if (reason === "cancelled") {
+        // Control's interrupt settlement writes the cancel; keep beating until it has.
+        yield* Fiber.await(heartbeat).pipe(Effect.timeout("5 seconds"), Effect.ignore)
+      } else if (reason === "shutdown") {
+        released = yield* release(env, state, "shutdown")
+      } else if (reason === "storage-failed") {
+        released = yield* release(env, state, "storage-failed").pipe(
+          Effect.timeout("2 seconds"),
+          Effect.orElseSucceed(() => false)
+        )
+      } else if (reason === "lease-lost" && lapsed) {
+        released = yield* release(env, state, "lease-lapsed").pipe(
+          Effect.timeout("2 seconds"),
+          Effect.orElseSucceed(() => false)
+        )
+      }
+    }
+    yield* Fiber.interrupt(heartbeat)
+    return {
+      runId,
+      reason: Option.getOrElse(state.endReason, () => "shutdown" as const),
+      released,
+      lapsed
+    } satisfies DriveEnd
+  }).pipe(
+    Effect.catchAllCause((cause) =>
+      Effect.logWarning("drive ended early").pipe(
+        Effect.annotateLogs({ runId, cause: Cause.pretty(cause).slice(0, 1000) }),
+        Effect.as<DriveEnd>({ runId, reason: "lease-lost", released: false, lapsed: false })
+      )
+    )
+  )

@@ -1,0 +1,43 @@
+/** Journal writes of the executor: source id, fenced appends, and how failures end a drive. */
+import type * as JournalEvent from "@baton/journal/JournalEvent"
+import { Effect } from "effect"
+import { type DriveState, endDrive } from "./executorState.js"
+
+/** Source id of every entry this package writes. */
+export const nodeSource = "@baton/node"
+
+/** Error codes that mean "this drive no longer holds the run". */
+const lostCodes = new Set(["fence_lost", "claim_lost"])
+
+const codeOf = (error: unknown): string | undefined =>
+  typeof error === "object" && error !== null && "code" in error && typeof error.code === "string"
+    ? error.code
+    : undefined
+
+/** Whether a failure means the fence is gone (as opposed to storage trouble). */
+export const isFenceLoss = (error: unknown): boolean => {
+  const code = codeOf(error)
+  if (code !== undefined && lostCodes.has(code)) return true
+  const tag = typeof error === "object" && error !== null && "_tag" in error ? String(error._tag) : ""
+  return tag === "ClaimLost" || tag === "FenceLost"
+}
+
+/** End the drive for a failed write: `lease-lost` when the fence is gone, else `storage-failed`. */
+export const failJournal = (state: DriveState, error: unknown): Effect.Effect<never> =>
+  Effect.logWarning("node executor write failed; ending the drive").pipe(
+    Effect.annotateLogs({ runId: state.run.runId, code: codeOf(error) ?? "unknown" }),
+    Effect.zipRight(endDrive(state, isFenceLoss(error) ? "lease-lost" : "storage-failed"))
+  )
+
+/** A fenced durable append on the run's own stream. */
+export const durable = (state: DriveState, eventType: string, payload: unknown) =>
+  state.services.journal.emitDurable(
+    { runId: state.run.runId, sourceId: nodeSource, eventType, payload } as JournalEvent.Input,
+    state.run.owner
+  )
+
+/** A lossy append on the run's own stream; failures are logged and ignored. */
+export const lossy = (state: DriveState, eventType: string, payload: unknown): Effect.Effect<void> =>
+  state.services.journal.emitLossy(
+    { runId: state.run.runId, sourceId: nodeSource, eventType, payload } as JournalEvent.Input
+  ).pipe(Effect.asVoid, Effect.catchAll(() => Effect.void))

@@ -1,0 +1,391 @@
+/** The step machinery behind `Step.run` and `Step.checkpoint` (node.md 5.3). */
+import type * as AttemptStore from "@baton/run-store/AttemptStore"
+import * as SqlClient from "@effect/sql/SqlClient"
+import { Cause, Clock, Context, Duration, Effect, Exit, Option, Schema } from "effect"
+import * as crypto from "node:crypto"
+import { isJson } from "./executorJson.js"
+import { durable, failJournal, lossy } from "./executorJournal.js"
+import { StepMisuse } from "./executorMisuse.js"
+import { type DriveState, endDrive } from "./executorState.js"
+import type { Json } from "./executorTypes.js"
+
+/** The step an effect runs in: name, attempt number, and the checkpoint it resumes from. */
+export class StepContext extends Context.Tag("@baton/node/StepContext")<StepContext, {
+  readonly name: string
+  readonly attempt: number
+  readonly resumeFrom: Option.Option<Json>
+}>() {}
+
+/** Options of `Step.run` (node.md 5.2). */
+export interface StepOptions<A, AE> {
+  readonly result?: Schema.Schema<A, AE>
+  readonly commit?: (value: A) => Effect.Effect<void, unknown, SqlClient.SqlClient>
+  readonly summarize?: (value: A) => Json
+  readonly retry?: { readonly times: number; readonly delay?: Duration.DurationInput }
+}
+
+/** hex sha256 of `"step:" + name`: the attempt store's step key. */
+export const stepDigest = (name: string): string =>
+  crypto.createHash("sha256").update(`step:${name}`).digest("hex")
+
+export const misuse = (code: StepMisuse["code"], step: string, message: string): Effect.Effect<never> =>
+  Effect.die(new StepMisuse({ code, step, message }))
+
+/** Step and wait names: 1..200 characters, no NUL, not starting with `$`. */
+export const checkName = (state: DriveState, name: string, kind: string): Effect.Effect<void> => {
+  if (typeof name !== "string" || name.length < 1 || name.length > 200 || name.includes("\u0000")) {
+    return misuse("invalid_name", String(name), `${kind} name must be 1..200 characters without U+0000`)
+  }
+  if (name.startsWith("$")) {
+    return misuse("invalid_name", name, `${kind} name ${name} starts with "$", which is reserved`)
+  }
+  const key = kind === "step" ? name : `$${kind}:${name}`
+  if (state.usedNames.has(key)) {
+    return misuse("duplicate_step", name, `${kind} ${name} is used twice in one run; names must be unique`)
+  }
+  state.usedNames.add(key)
+  return Effect.void
+}
+
+/** `{ tag?, message }` of a failure, at most 4 KiB. */
+export const errorRecord = (cause: Cause.Cause<unknown>): { tag?: string; message: string } => {
+  const failure = Cause.failureOption(cause)
+  const value: unknown = Option.isSome(failure) ? failure.value : Option.getOrUndefined(Cause.dieOption(cause))
+  const tag = typeof value === "object" && value !== null && "_tag" in value ? String(value._tag) : undefined
+  const message = value instanceof Error || (typeof value === "object" && value !== null && "message" in value)
+    ? String((value as { message: unknown }).message)
+    : value === undefined
+    ? Cause.pretty(cause)
+    : String(value)
+  return { ...(tag === undefined ? {} : { tag }), message: message.slice(0, 4000) }
+}
+
+const meta = (state: DriveState, name: string) => ({ name, drive: state.run.drive, host: state.hostLabel })
+
+class Lost {
+  readonly _tag = "Lost"
+}
+
+/** Record a reserved attempt (`$result`, `$wait:<n>`, `$approval:<id>`) finished at once. */
+export const recordReserved = (
+  state: DriveState,
+  name: string,
+  finished: "completed" | "failed",
+  fields: { readonly outcome?: unknown; readonly error?: unknown }
+): Effect.Effect<void, unknown> =>
+  Effect.gen(function*() {
+    const now = yield* Clock.currentTimeMillis
+    const digest = stepDigest(name)
+    const previous = state.latest.get(digest)
+    const attempt = {
+      runId: state.run.runId,
+      stepKeyDigest: digest,
+      attempt: previous === undefined ? 0 : previous.attempt + 1,
+      state: finished,
+      startedAtMs: now,
+      finishedAtMs: now,
+      meta: meta(state, name),
+      ...fields
+    } as AttemptStore.Attempt
+    const result = yield* state.services.attempts.put(attempt, state.run.owner)
+    if (result._tag !== "Inserted" && result._tag !== "ExistingSame" && result._tag !== "Upserted") {
+      return yield* Effect.fail(new Lost())
+    }
+    state.latest.set(digest, attempt)
+  })
+
+/** Whether a failure is our fence-loss marker. */
+export const isLost = (error: unknown): boolean => error instanceof Lost
+
+export const lost = (): unknown => new Lost()
+
+const finishInterrupted = (state: DriveState, digest: string, attempt: number): Effect.Effect<void> =>
+  Effect.gen(function*() {
+    const now = yield* Clock.currentTimeMillis
+    yield* state.services.attempts.finish(
+      { runId: state.run.runId, stepKeyDigest: digest, attempt, state: "interrupted", finishedAtMs: now } as AttemptStore.FinishAttempt,
+      state.run.owner
+    )
+  }).pipe(Effect.timeout("1 second"), Effect.ignore)
+
+const complete = <A, AE>(
+  state: DriveState,
+  name: string,
+  digest: string,
+  attempt: number,
+  value: A,
+  startedNanos: bigint,
+  resumed: boolean,
+  options: StepOptions<A, AE> | undefined
+): Effect.Effect<void> =>
+  Effect.gen(function*() {
+    const encoded = options?.result === undefined
+      ? value
+      : yield* Schema.encode(options.result)(value).pipe(
+        Effect.catchAll(() => misuse("result_not_json", name, `the result of step ${name} does not encode with its schema`))
+      )
+    if (!isJson(encoded)) {
+      return yield* misuse("result_not_json", name, `the result of step ${name} is not JSON`)
+    }
+    let detail: Json | undefined = options?.summarize === undefined ? undefined : options.summarize(value)
+    if (detail !== undefined && (!isJson(detail) || JSON.stringify(detail).length > 1024)) detail = undefined
+    const now = yield* Clock.currentTimeMillis
+    const durationMs = Number((((yield* Clock.currentTimeNanos) - startedNanos) / 1_000_000n))
+    const { attempts, journal, sql } = state.services
+    yield* journal.transact(
+      Effect.gen(function*() {
+        const finished = yield* attempts.finish(
+          {
+            runId: state.run.runId,
+            stepKeyDigest: digest,
+            attempt,
+            state: "completed",
+            finishedAtMs: now,
+            outcome: { value: encoded }
+          } as AttemptStore.FinishAttempt,
+          state.run.owner
+        )
+        if (finished._tag !== "Finished") return yield* Effect.fail(new Lost())
+        if (options?.commit !== undefined) {
+          yield* options.commit(value).pipe(
+            Effect.provideService(SqlClient.SqlClient, sql),
+            Effect.mapError((error) => new CommitFailed({ error }))
+          )
+        }
+        yield* durable(state, "baton.step.completed", {
+          step: name,
+          attempt,
+          durationMs,
+          resumedFromCheckpoint: resumed,
+          ...(detail === undefined ? {} : { detail })
+        })
+      }),
+      { key: state.run.runId }
+    ).pipe(
+      Effect.catchAll((error): Effect.Effect<never> => {
+        if (error instanceof Lost) return endDrive(state, "lease-lost")
+        if (error instanceof CommitFailed && !isStorageTrouble(error.error)) {
+          return Effect.die(error.error)
+        }
+        return failJournal(state, error instanceof CommitFailed ? error.error : error)
+      })
+    )
+    state.latest.set(digest, {
+      runId: state.run.runId,
+      stepKeyDigest: digest,
+      attempt,
+      state: "completed",
+      startedAtMs: now,
+      finishedAtMs: now,
+      outcome: { value: encoded },
+      meta: meta(state, name)
+    } as AttemptStore.Attempt)
+    state.stepsCompleted++
+  })
+
+class CommitFailed {
+  readonly _tag = "CommitFailed"
+  constructor(readonly fields: { readonly error: unknown }) {}
+  get error() {
+    return this.fields.error
+  }
+}
+
+/** Database trouble a later drive may not meet (busy, io, full): end the drive instead of failing. */
+const isStorageTrouble = (error: unknown): boolean => {
+  const code = typeof error === "object" && error !== null && "code" in error ? String(error.code) : ""
+  return ["busy", "io", "full", "read_only", "unknown"].includes(code) &&
+    typeof error === "object" && error !== null && "_tag" in error &&
+    String(error._tag) === "@baton/database/DatabaseError"
+}
+
+const recordFailure = (
+  state: DriveState,
+  name: string,
+  digest: string,
+  attempt: number,
+  cause: Cause.Cause<unknown>
+): Effect.Effect<void> =>
+  Effect.gen(function*() {
+    const error = errorRecord(cause)
+    const now = yield* Clock.currentTimeMillis
+    const { attempts, journal } = state.services
+    yield* journal.transact(
+      Effect.gen(function*() {
+        const finished = yield* attempts.finish(
+          { runId: state.run.runId, stepKeyDigest: digest, attempt, state: "failed", finishedAtMs: now, error } as AttemptStore.FinishAttempt,
+          state.run.owner
+        )
+        if (finished._tag !== "Finished") return yield* Effect.fail(new Lost())
+        yield* durable(state, "baton.step.failed", { step: name, attempt, error })
+      }),
+      { key: state.run.runId }
+    ).pipe(Effect.catchAll((e) => e instanceof Lost ? endDrive(state, "lease-lost") : failJournal(state, e)))
+    state.latest.set(digest, {
+      runId: state.run.runId,
+      stepKeyDigest: digest,
+      attempt,
+      state: "failed",
+      startedAtMs: now,
+      finishedAtMs: now,
+      error,
+      meta: meta(state, name)
+    } as AttemptStore.Attempt)
+  })
+
+/** One attempt of a step: start it, run the body, record the end. */
+const attemptOnce = <A, E, R, AE>(
+  state: DriveState,
+  name: string,
+  digest: string,
+  attempt: number,
+  resumeFrom: Option.Option<Json>,
+  body: Effect.Effect<A, E, R>,
+  options: StepOptions<A, AE> | undefined
+): Effect.Effect<A, E, Exclude<R, StepContext>> =>
+  Effect.uninterruptibleMask((restore) =>
+    Effect.gen(function*() {
+      const now = yield* Clock.currentTimeMillis
+      const row = {
+        runId: state.run.runId,
+        stepKeyDigest: digest,
+        attempt,
+        state: "running",
+        startedAtMs: now,
+        meta: meta(state, name),
+        ...(Option.isSome(resumeFrom) ? { checkpoint: resumeFrom.value } : {})
+      } as AttemptStore.Attempt
+      const put = yield* restore(state.services.attempts.put(row, state.run.owner)).pipe(
+        Effect.catchAll((error) => failJournal(state, error))
+      )
+      if (put._tag !== "Inserted" && put._tag !== "ExistingSame" && put._tag !== "Upserted") {
+        return yield* endDrive(state, "lease-lost")
+      }
+      state.latest.set(digest, row)
+      if (Option.isSome(resumeFrom)) state.resumedFromCheckpoint++
+      yield* lossy(state, "baton.step.started", { step: name, attempt })
+      const startedNanos = yield* Clock.currentTimeNanos
+      const exit = yield* Effect.exit(restore(
+        Effect.provideService(body, StepContext, { name, attempt, resumeFrom }) as Effect.Effect<A, E, Exclude<R, StepContext>>
+      ))
+      if (Exit.isSuccess(exit)) {
+        yield* restore(complete(state, name, digest, attempt, exit.value, startedNanos, Option.isSome(resumeFrom), options))
+        return exit.value
+      }
+      if (Cause.isInterruptedOnly(exit.cause)) {
+        yield* finishInterrupted(state, digest, attempt)
+        return yield* exit
+      }
+      yield* restore(recordFailure(state, name, digest, attempt, exit.cause))
+      return yield* exit
+    })
+  )
+
+/** `Step.run` over the drive state (node.md 5.3). */
+export const runStep = <A, E, R, AE>(
+  state: DriveState,
+  name: string,
+  body: Effect.Effect<A, E, R>,
+  options: StepOptions<A, AE> | undefined
+): Effect.Effect<A, E, Exclude<R, StepContext>> =>
+  Effect.gen(function*() {
+    yield* checkName(state, name, "step")
+    if (state.stopping()) return yield* endDrive(state, "shutdown")
+    const digest = stepDigest(name)
+    const latest = state.latest.get(digest)
+    if (latest?.state === "completed") {
+      state.skippedSteps++
+      const stored = (latest.outcome as { value?: unknown } | undefined)?.value
+      if (options?.result === undefined) return stored as A
+      return yield* Schema.decodeUnknown(options.result)(stored).pipe(
+        Effect.catchAll(() =>
+          misuse(
+            "result_mismatch",
+            name,
+            `the stored result of step ${name} no longer matches its schema; the code changed since the run started`
+          )
+        )
+      )
+    }
+    let attempt = 0
+    let resumeFrom: Option.Option<Json> = Option.none()
+    if (latest !== undefined) {
+      attempt = latest.attempt + 1
+      if (latest.state === "running") {
+        const previousOwner = state.previousOwner
+        yield* abandon(state, name, digest, latest, previousOwner)
+      }
+      if (latest.state === "running" || latest.state === "interrupted") {
+        resumeFrom = latest.checkpoint === undefined ? Option.none() : Option.some(latest.checkpoint as Json)
+      }
+    }
+    const times = Math.max(0, Math.floor(options?.retry?.times ?? 0))
+    for (let tried = 0;; tried++) {
+      const exit = yield* Effect.exit(attemptOnce(state, name, digest, attempt, resumeFrom, body, options))
+      if (Exit.isSuccess(exit)) return exit.value
+      const retryable = tried < times && Option.isSome(Cause.failureOption(exit.cause)) &&
+        !Cause.isInterrupted(exit.cause)
+      if (!retryable) return yield* exit
+      if (options?.retry?.delay !== undefined) yield* Effect.sleep(options.retry.delay)
+      if (state.stopping()) return yield* endDrive(state, "shutdown")
+      attempt++
+      resumeFrom = Option.none()
+    }
+  })
+
+const abandon = (
+  state: DriveState,
+  name: string,
+  digest: string,
+  latest: AttemptStore.Attempt,
+  previousOwner: unknown
+): Effect.Effect<void> =>
+  Effect.gen(function*() {
+    const now = yield* Clock.currentTimeMillis
+    const { attempts, journal } = state.services
+    yield* journal.transact(
+      Effect.gen(function*() {
+        const finished = yield* attempts.finish(
+          {
+            runId: state.run.runId,
+            stepKeyDigest: digest,
+            attempt: latest.attempt,
+            state: "abandoned",
+            finishedAtMs: now,
+            error: { reason: "owner lost", previousOwner: previousOwner ?? null }
+          } as AttemptStore.FinishAttempt,
+          state.run.owner
+        )
+        if (finished._tag === "FenceLost" || finished._tag === "NotFound") return yield* Effect.fail(new Lost())
+        yield* durable(state, "baton.step.abandoned", {
+          step: name,
+          attempt: latest.attempt,
+          previousOwner: previousOwner ?? null
+        })
+      }),
+      { key: state.run.runId }
+    ).pipe(Effect.catchAll((e) => e instanceof Lost ? endDrive(state, "lease-lost") : failJournal(state, e)))
+  })
+
+/** `Step.checkpoint` over the drive state. */
+export const checkpoint = (state: DriveState, step: Context.Tag.Service<StepContext>, value: Json): Effect.Effect<void> =>
+  Effect.gen(function*() {
+    if (!isJson(value)) return yield* misuse("result_not_json", step.name, `a checkpoint of step ${step.name} is not JSON`)
+    const now = yield* Clock.currentTimeMillis
+    const result = yield* state.services.attempts.heartbeat(
+      state.run.runId,
+      stepDigest(step.name),
+      step.attempt,
+      state.run.owner,
+      now,
+      value as AttemptStore.Attempt["checkpoint"]
+    ).pipe(
+      Effect.catchAll((error) =>
+        error.code === "invalid_attempt"
+          ? misuse("result_not_json", step.name, `checkpoint of step ${step.name} refused: ${error.message}`)
+          : failJournal(state, error)
+      )
+    )
+    if (result._tag !== "Updated") return yield* endDrive(state, "lease-lost")
+    yield* lossy(state, "baton.step.checkpoint", { step: step.name, attempt: step.attempt, bytes: JSON.stringify(value).length })
+  })

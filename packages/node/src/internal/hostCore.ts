@@ -1,0 +1,149 @@
+/**
+ * The host's driving core: the runs driven here, capacity, events, and the drain/stop flags.
+ * Shared by the executor (launch, resume, signal) and the supervisor (sweep, shutdown).
+ */
+import type * as ControlRuntime from "@baton/control/ControlRuntime"
+import type * as Journal from "@baton/journal/Journal"
+import type * as OwnerId from "@baton/journal/OwnerId"
+import type * as AttemptStore from "@baton/run-store/AttemptStore"
+import type * as RunStore from "@baton/run-store/RunStore"
+import type * as SqlClient from "@effect/sql/SqlClient"
+import { Clock, Effect, Fiber, FiberSet, Option, PubSub, type Scope } from "effect"
+import type * as Flow from "../Flow.js"
+import type * as HostIdentity from "../HostIdentity.js"
+import type * as ProcessLiveness from "../ProcessLiveness.js"
+import { drive, type DriveControl, type DriveEnd, type DriveEnv } from "./executorDrive.js"
+import { markEnd } from "./executorState.js"
+import type { DriveCause } from "./executorTypes.js"
+
+/** What the host reports as it works (node.md 4.1 `NodeHost.events`). */
+export type HostEvent =
+  | { readonly _tag: "claimed"; readonly runId: string; readonly flowId: string; readonly cause: DriveCause }
+  | { readonly _tag: "released"; readonly runId: string; readonly reason: string }
+  | { readonly _tag: "lapsed"; readonly runId: string }
+  | { readonly _tag: "settled"; readonly runId: string; readonly reason: string }
+  | { readonly _tag: "skipped-drift"; readonly runId: string; readonly message: string }
+
+/** One run driven here. */
+export interface Driven {
+  readonly runId: string
+  readonly flowId: string
+  readonly cause: DriveCause
+  readonly sinceMs: number
+  readonly control: DriveControl
+  readonly done: Effect.Effect<DriveEnd>
+}
+
+/** The core's services and catalog. */
+export interface CoreOptions {
+  readonly identity: HostIdentity.HostIdentity
+  readonly mode: "host" | "client"
+  readonly maxRuns: number
+  readonly flows: () => Effect.Effect<ReadonlyArray<Flow.Any>, unknown>
+  readonly liveness: ProcessLiveness.Probe | undefined
+  readonly check: (owner: OwnerId.OwnerId, context: { claimant: OwnerId.OwnerId; heartbeatAtMs: number | null; nowMs: number }) => Effect.Effect<boolean>
+  readonly runtime: ControlRuntime.Service
+  readonly runStore: RunStore.Service
+  readonly attempts: AttemptStore.Service
+  readonly journal: Journal.Service
+  readonly sql: SqlClient.SqlClient
+}
+
+export interface HostCore extends CoreOptions {
+  readonly driven: Map<string, Driven>
+  readonly events: PubSub.PubSub<HostEvent>
+  /** Stop accepting: launches answer `pending`, resumes `unknown`, the sweep stops claiming. */
+  accepting: boolean
+  /** Draining: `Step.run` starts no new step. */
+  draining: boolean
+  readonly capacity: () => number
+  readonly flowFor: (flowId: string) => Effect.Effect<Flow.Any | undefined>
+  /** Start driving a run this process now owns; false when it could not (capacity, stopping). */
+  readonly startDrive: (runId: string, flowId: string, cause: DriveCause, previousOwner?: OwnerId.OwnerId | null) => Effect.Effect<boolean>
+  /** Mark every drive as ending for `reason` and interrupt its handler. */
+  readonly interruptAll: (reason: "shutdown") => Effect.Effect<void>
+  readonly publish: (event: HostEvent) => Effect.Effect<void>
+}
+
+export const make = (options: CoreOptions): Effect.Effect<HostCore, never, Scope.Scope> =>
+  Effect.gen(function*() {
+    const events = yield* PubSub.sliding<HostEvent>(1024)
+    const fibers = yield* FiberSet.make<DriveEnd>()
+    const driven = new Map<string, Driven>()
+    const publish = (event: HostEvent) => PubSub.publish(events, event).pipe(Effect.asVoid)
+    const flowFor = (flowId: string) =>
+      options.flows().pipe(
+        Effect.map((flows) => flows.find((flow) => flow.id === flowId)),
+        Effect.orElseSucceed(() => undefined)
+      )
+    const core: HostCore = {
+      ...options,
+      driven,
+      events,
+      accepting: true,
+      draining: false,
+      capacity: () => options.maxRuns - driven.size,
+      flowFor,
+      publish,
+      startDrive: (runId, flowId, cause, previousOwner = null) =>
+        Effect.gen(function*() {
+          if (driven.has(runId)) return true
+          if (!core.accepting || driven.size >= options.maxRuns) return false
+          const control: DriveControl = { state: undefined, handler: undefined }
+          const env: DriveEnv = {
+            runtime: options.runtime,
+            runStore: options.runStore,
+            attempts: options.attempts,
+            journal: options.journal,
+            sql: options.sql,
+            hostLabel: `${options.identity.hostId}:${options.identity.pid}`,
+            flowFor,
+            stopping: () => core.draining
+          }
+          const sinceMs = yield* Clock.currentTimeMillis
+          const fiber = yield* FiberSet.run(
+            fibers,
+            drive(env, control, runId, cause, previousOwner).pipe(
+              Effect.tap((end) =>
+                Effect.gen(function*() {
+                  driven.delete(runId)
+                  if (end.lapsed) yield* publish({ _tag: "lapsed", runId })
+                  if (end.released) yield* publish({ _tag: "released", runId, reason: end.reason })
+                  else yield* publish({ _tag: "settled", runId, reason: end.reason })
+                })
+              ),
+              Effect.ensuring(Effect.sync(() => driven.delete(runId)))
+            )
+          )
+          driven.set(runId, {
+            runId,
+            flowId,
+            cause,
+            sinceMs,
+            control,
+            done: fiber.await.pipe(
+              Effect.map((exit) =>
+                exit._tag === "Success"
+                  ? exit.value
+                  : { runId, reason: "shutdown" as const, released: false, lapsed: false }
+              )
+            )
+          })
+          yield* publish({ _tag: "claimed", runId, flowId, cause })
+          return true
+        }),
+      interruptAll: (reason) =>
+        Effect.forEach(Array.from(driven.values()), (entry) =>
+          Effect.gen(function*() {
+            if (entry.control.state !== undefined) markEnd(entry.control.state, reason)
+            if (entry.control.handler !== undefined) {
+              yield* Fiber.interruptFork(entry.control.handler)
+            }
+          }), { discard: true })
+    }
+    return core
+  })
+
+/** Whether a run is driven here (and its drive has a state). */
+export const drivenState = (core: HostCore, runId: string) =>
+  Option.fromNullable(core.driven.get(runId)?.control.state)

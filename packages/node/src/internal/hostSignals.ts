@@ -1,0 +1,134 @@
+/** Signal delivery and the delegation take-up rule of the host (node.md 4.5 step 3, 5.4). */
+import type * as ControlError from "@baton/control/ControlError"
+import type * as ControlSchema from "@baton/control/ControlSchema"
+import * as Consensus from "@baton/journal/Consensus"
+import type * as OwnerId from "@baton/journal/OwnerId"
+import { Clock, Duration, Effect } from "effect"
+import * as HostIdentity from "../HostIdentity.js"
+import type { HostCore } from "./hostCore.js"
+import { tokenDigest } from "./executorWaits.js"
+
+const staleAfterMs = Duration.toMillis(Consensus.heartbeatStaleAfter)
+
+const decodeFence = (fence: string | undefined): OwnerId.OwnerId | undefined => {
+  if (fence === undefined) return undefined
+  try {
+    const value = JSON.parse(fence) as OwnerId.OwnerId
+    return typeof value?.hostId === "string" && typeof value.pid === "number" && typeof value.nonce === "string"
+      ? value
+      : undefined
+  } catch {
+    return undefined
+  }
+}
+
+/** Whether `owner` is this very process (control's same-process test with the incarnation). */
+export const isThisProcess = (core: HostCore, owner: OwnerId.OwnerId): boolean =>
+  owner.hostId === core.identity.hostId && owner.pid === core.identity.pid &&
+  HostIdentity.isOwnNonce(core.identity, owner.nonce)
+
+/**
+ * May this host take up a resume delegation? (a) the parker is this process; (b) it carries
+ * consent and the parker is dead; (c) it stood longer than stale-after; (d) the parker is
+ * another process on this host that the probe reports dead.
+ */
+export const takeUpAllowed = (
+  core: HostCore,
+  summary: ControlSchema.RunSummary,
+  delegation: { readonly requestedAtMs: number; readonly consent?: number | undefined }
+): Effect.Effect<boolean> =>
+  Effect.gen(function*() {
+    const nowMs = yield* Clock.currentTimeMillis
+    const parker = decodeFence(summary.parkedBy)
+    if (parker === undefined) return true
+    if (isThisProcess(core, parker)) return true
+    if (delegation.requestedAtMs < nowMs - staleAfterMs) return true
+    const sameHost = parker.hostId === core.identity.hostId
+    if (delegation.consent === undefined && !sameHost) return false
+    const alive = yield* core.check(parker, {
+      claimant: HostIdentity.ownerOf(core.identity),
+      heartbeatAtMs: null,
+      nowMs
+    })
+    return !alive
+  })
+
+/** Host `deliverSignal` (node.md 5.4; control.md 18.2). */
+export const deliverSignal = (
+  core: HostCore,
+  input: {
+    readonly commandId?: string | undefined
+    readonly token?: string | null | undefined
+    readonly runId: string
+    readonly signal: ControlSchema.SignalPayload
+    readonly principal?: ControlSchema.Principal | undefined
+  }
+): Effect.Effect<"delivered" | "no-match" | "refused" | "unknown", ControlError.PersistenceError> =>
+  Effect.gen(function*() {
+    const runtime = core.runtime
+    const summary = yield* runtime.getRun(input.runId)
+    const wait = (summary.pendingWaits ?? []).find((w) => w.name === input.signal.name)
+    if (wait === undefined) {
+      return summary.status === "parked" || summary.status === "waiting-approval" ? "no-match" as const : "unknown" as const
+    }
+    if (input.commandId === undefined) return "unknown" as const
+    if (wait.reason === "approval") {
+      const principal = input.principal ?? (yield* runtime.stampPrincipal())
+      const authorized = yield* runtime.authorizeApproval({
+        principal,
+        target: {
+          _tag: "Node",
+          runId: wait.runId,
+          requestId: input.signal.name,
+          digest: wait.tokenDigest ?? tokenDigest(wait.token),
+          envelope: { capabilities: [], flows: [], budget: {} }
+        },
+        decision: "approved",
+        scope: "once"
+      }).pipe(Effect.as(true), Effect.catchTag("Unauthorized", () => Effect.succeed(false)))
+      if (!authorized) return "refused" as const
+    }
+    const bound = yield* runtime.bindSignal(input.commandId, wait.token)
+    if (bound !== wait.token) return "no-match" as const
+    const sequence = yield* runtime.requestResume(wait.runId)
+    yield* takeUp(core, wait.runId, { sequence, requestedAtMs: Number.MAX_SAFE_INTEGER }, "signal")
+    return "delivered" as const
+  }).pipe(
+    Effect.catchAll((error) =>
+      error._tag === "PersistenceError" ? Effect.fail(error) : Effect.succeed("unknown" as const)
+    )
+  ) as Effect.Effect<"delivered" | "no-match" | "refused" | "unknown", ControlError.PersistenceError>
+
+/**
+ * Take a delegation up when the rule allows and the run's flow is served here: drift check,
+ * `resume(runId, { scope: "any" })`, drive, then `clearResume(runId, sequence)`.
+ */
+export const takeUp = (
+  core: HostCore,
+  runId: string,
+  delegation: { readonly sequence: number; readonly requestedAtMs: number; readonly consent?: number | undefined },
+  cause: "signal" | "delegation"
+): Effect.Effect<boolean> =>
+  Effect.gen(function*() {
+    if (core.mode !== "host" || !core.accepting || core.driven.has(runId) || core.capacity() <= 0) return false
+    const summary = yield* core.runtime.getRun(runId)
+    if (summary.status !== "parked" && summary.status !== "waiting-approval" && summary.status !== "accepted") {
+      return false
+    }
+    const flow = yield* core.flowFor(summary.flowId)
+    if (flow === undefined) return false
+    if (!(yield* takeUpAllowed(core, summary, delegation))) return false
+    const drift = yield* core.runtime.codeDrift(runId)
+    if (drift !== undefined) return false
+    yield* core.runtime.resume(runId, { scope: "any" })
+    const started = yield* core.startDrive(runId, summary.flowId, cause)
+    if (started) yield* core.runtime.clearResume(runId, delegation.sequence)
+    return started
+  }).pipe(
+    Effect.catchAllCause((cause) =>
+      Effect.logDebug("delegation not taken up").pipe(
+        Effect.annotateLogs({ runId, cause: String(cause).slice(0, 300) }),
+        Effect.as(false)
+      )
+    )
+  )

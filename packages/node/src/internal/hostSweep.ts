@@ -1,0 +1,241 @@
+/** One sweep tick of a host (node.md 4.5): cancels, signals, delegations, work discovery. */
+import type * as ControlRuntime from "@baton/control/ControlRuntime"
+import * as Consensus from "@baton/journal/Consensus"
+import * as JournalEvent from "@baton/journal/JournalEvent"
+import type * as Journal from "@baton/journal/Journal"
+import type * as OwnerId from "@baton/journal/OwnerId"
+import * as Ownership from "@baton/run-store/Ownership"
+import { Cause, Clock, Duration, Effect } from "effect"
+import * as HostIdentity from "../HostIdentity.js"
+import { nodeSource } from "./executorJournal.js"
+import { markEnd } from "./executorState.js"
+import type { HostCore } from "./hostCore.js"
+import { deliverSignal, takeUp } from "./hostSignals.js"
+
+const skewMs = Duration.toMillis(Consensus.heartbeatSkewAllowance)
+
+/** Log-once memory of the sweep (drift messages, earlier-process notices). */
+export interface SweepMemory {
+  readonly driftLogged: Set<string>
+  readonly cancelling: Set<string>
+}
+
+export const makeMemory = (): SweepMemory => ({ driftLogged: new Set(), cancelling: new Set() })
+
+const guarded = (what: string, runId: string, effect: Effect.Effect<unknown, unknown>): Effect.Effect<void> =>
+  effect.pipe(
+    Effect.asVoid,
+    Effect.catchAllCause((cause) =>
+      Cause.isInterruptedOnly(cause)
+        ? Effect.interrupt
+        : Effect.logWarning(`sweep: ${what} failed`).pipe(
+          Effect.annotateLogs({ runId, cause: Cause.pretty(cause).slice(0, 500) })
+        )
+    )
+  )
+
+/** The settle control's `interrupt` runs: also append `flows.engine.interrupted` in the same transaction. */
+const cancelSettle = (journal: Journal.Service, runId: string) =>
+<A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  journal.transact(
+    Effect.gen(function*() {
+      const summary = yield* effect
+      const interruptedAtMs = yield* Clock.currentTimeMillis
+      yield* journal.emitDurableUnfenced({
+        runId,
+        sourceId: nodeSource,
+        eventType: JournalEvent.EventTypes.engineInterrupted,
+        payload: { outcome: "cancelled", interruptedAtMs }
+      } as JournalEvent.Input)
+      return summary
+    }),
+    { key: runId }
+  )
+
+/** Step 1: cancel requests of runs driven here. */
+const cancels = (core: HostCore, memory: SweepMemory) =>
+  Effect.forEach(Array.from(core.driven.values()), (entry) => {
+    const state = entry.control.state
+    if (state === undefined || memory.cancelling.has(entry.runId)) return Effect.void
+    return guarded(
+      "cancel",
+      entry.runId,
+      Effect.gen(function*() {
+        const row = yield* core.runStore.get(entry.runId)
+        if (row.cancelRequestedAtMs === null) return
+        const nowMs = yield* Clock.currentTimeMillis
+        yield* core.runStore.acknowledgeCancel(entry.runId, state.run.owner, nowMs)
+        markEnd(state, "cancelled")
+        memory.cancelling.add(entry.runId)
+        yield* Effect.forkDaemon(
+          core.runtime.interrupt(entry.runId, cancelSettle(core.journal, entry.runId) as never).pipe(
+            Effect.catchAllCause((cause) =>
+              Effect.logWarning("cancel settle failed").pipe(
+                Effect.annotateLogs({ runId: entry.runId, cause: Cause.pretty(cause).slice(0, 500) })
+              )
+            ),
+            Effect.ensuring(Effect.sync(() => memory.cancelling.delete(entry.runId)))
+          )
+        )
+      })
+    )
+  }, { discard: true })
+
+const servedFlowIds = (core: HostCore) =>
+  core.flows().pipe(Effect.map((flows) => flows.map((flow) => flow.id)), Effect.orElseSucceed(() => []))
+
+/** Step 2: pending signal commands of runs whose flow is served here. */
+const signals = (core: HostCore) =>
+  Effect.gen(function*() {
+    const served = new Set(yield* servedFlowIds(core))
+    const commands = yield* core.runtime.pendingSignals
+    for (const command of commands) {
+      yield* guarded(
+        "signal delivery",
+        command.runId,
+        Effect.gen(function*() {
+          const summary = yield* core.runtime.getRun(command.runId)
+          if (!served.has(summary.flowId)) return
+          const answer = yield* deliverSignal(core, {
+            commandId: command.commandId,
+            token: command.token,
+            runId: command.runId,
+            signal: command.signal,
+            principal: command.principal
+          })
+          if (answer === "delivered") yield* core.runtime.settleSignal(command.commandId, "delivered")
+          else if (answer === "no-match" || answer === "refused") {
+            yield* core.runtime.settleSignal(command.commandId, "rejected")
+          }
+        })
+      )
+    }
+  })
+
+/** Step 3: resume delegations. */
+const delegations = (core: HostCore) =>
+  Effect.gen(function*() {
+    const pending = yield* core.runtime.pendingResumes
+    for (const delegation of pending) {
+      if (core.capacity() <= 0) return
+      if (core.driven.has(delegation.runId)) continue
+      yield* takeUp(core, delegation.runId, delegation, "delegation")
+    }
+  })
+
+/** Drift check before a claim: logged once per run, event `skipped-drift`. */
+const drifted = (core: HostCore, memory: SweepMemory, runId: string) =>
+  Effect.gen(function*() {
+    const drift = yield* core.runtime.codeDrift(runId)
+    if (drift === undefined) return false
+    if (!memory.driftLogged.has(runId)) {
+      memory.driftLogged.add(runId)
+      const message = `run ${runId} recorded ${drift.recorded ?? drift.recordedEngine ?? "?"}; this host runs ${
+        drift.current ?? drift.currentEngine ?? "nothing"
+      }; resume it with --allow-code-drift`
+      yield* Effect.logWarning(message)
+      yield* core.publish({ _tag: "skipped-drift", runId, message })
+    }
+    return true
+  })
+
+/** Step 4: work discovery (released runs, stale owners, orphaned claims). */
+const discovery = (core: HostCore, memory: SweepMemory) =>
+  Effect.gen(function*() {
+    const capacity = core.capacity()
+    if (capacity <= 0 || !core.accepting) return
+    const flowIds = yield* servedFlowIds(core)
+    if (flowIds.length === 0) return
+    const nowMs = yield* Clock.currentTimeMillis
+    const page = yield* core.runtime.hostCandidates({ flowIds, nowMs, limit: Math.min(500, 2 * capacity) })
+    if (page.newestHeartbeatAtMs !== undefined && page.newestHeartbeatAtMs > nowMs + skewMs) {
+      yield* Effect.logWarning(
+        `this host's clock is ${Math.round((page.newestHeartbeatAtMs - nowMs) / 1000)} s behind the database's lease stamps`
+      )
+      return
+    }
+    const self = HostIdentity.ownerOf(core.identity)
+    let earlier = 0
+    for (const candidate of page.candidates) {
+      if (core.capacity() <= 0 || !core.accepting) break
+      if (core.driven.has(candidate.runId)) continue
+      yield* guarded("claim", candidate.runId, claimCandidate(core, memory, candidate, self, (n) => (earlier += n)))
+    }
+    if (earlier > 0) yield* Effect.logInfo(`found ${earlier} runs owned by an earlier process with this pid`)
+  })
+
+const claimCandidate = (
+  core: HostCore,
+  memory: SweepMemory,
+  candidate: ControlRuntime.HostCandidate,
+  self: OwnerId.OwnerId,
+  countEarlier: (n: number) => void
+) =>
+  Effect.gen(function*() {
+    const runId = candidate.runId
+    switch (candidate.kind) {
+      case "orphaned-claim": {
+        if (candidate.claim === undefined || candidate.claimedAtMs === undefined) return
+        const nowMs = yield* Clock.currentTimeMillis
+        const alive = yield* core.check(candidate.claim, {
+          claimant: self,
+          heartbeatAtMs: candidate.claimedAtMs,
+          nowMs
+        })
+        if (alive) return
+        yield* core.runStore.recoverClaim(
+          runId,
+          candidate.claim,
+          candidate.claimedAtMs,
+          self,
+          nowMs,
+          Ownership.evidenceFor(candidate.claim, self, nowMs)
+        )
+        return
+      }
+      case "released": {
+        if (yield* drifted(core, memory, runId)) return
+        const claimed = yield* Effect.either(core.runtime.resume(runId, { scope: "any" }))
+        if (claimed._tag === "Left") return
+        yield* core.startDrive(runId, candidate.flowId, "released")
+        return
+      }
+      case "stale-owner": {
+        const from = candidate.owner
+        if (from !== undefined && from.hostId === self.hostId && from.pid === self.pid) countEarlier(1)
+        if (yield* drifted(core, memory, runId)) return
+        const claimed = yield* Effect.either(core.runtime.resume(runId, { scope: "any" }))
+        if (claimed._tag === "Left") return
+        const nowMs = yield* Clock.currentTimeMillis
+        const fence = yield* core.runtime.claimFence(runId)
+        const owner = JSON.parse(fence) as OwnerId.OwnerId
+        if (from !== undefined) {
+          yield* core.journal.emitDurable(
+            {
+              runId,
+              sourceId: nodeSource,
+              eventType: "baton.run.taken-over",
+              payload: {
+                from: { hostId: from.hostId, pid: from.pid, nonce: from.nonce },
+                evidence: from.hostId === self.hostId ? "same-host-pid-dead" : "lease-expired",
+                leaseAgeMs: candidate.heartbeatAtMs === undefined ? null : nowMs - candidate.heartbeatAtMs
+              }
+            } as JournalEvent.Input,
+            owner
+          ).pipe(Effect.ignore)
+        }
+        yield* core.startDrive(runId, candidate.flowId, "takeover", from ?? null)
+        return
+      }
+    }
+  })
+
+/** One sweep tick, in the order of node.md 4.5. */
+export const tick = (core: HostCore, memory: SweepMemory): Effect.Effect<void> =>
+  Effect.gen(function*() {
+    yield* cancels(core, memory)
+    if (!core.accepting) return
+    yield* guarded("signals", "", signals(core))
+    yield* guarded("delegations", "", delegations(core))
+    yield* guarded("discovery", "", discovery(core, memory))
+  })

@@ -1,0 +1,167 @@
+/** NodeRuntime's composition (node.md 4.2): database → clock → migrations → stores → control → host. */
+import * as ApprovalAuthority from "@baton/control/ApprovalAuthority"
+import * as Control from "@baton/control/Control"
+import * as ControlError from "@baton/control/ControlError"
+import * as ControlExecutor from "@baton/control/ControlExecutor"
+import * as ControlMigrations from "@baton/control/Migrations"
+import * as ControlRuntime from "@baton/control/ControlRuntime"
+import * as SqlControlRuntime from "@baton/control/SqlControlRuntime"
+import type * as DatabaseError from "@baton/database/DurableWriter"
+import type * as DurableWriter from "@baton/database/DurableWriter"
+import * as Migrations from "@baton/database/Migrations"
+import * as Journal from "@baton/journal/Journal"
+import * as JournalMigrations from "@baton/journal/Migrations"
+import * as SqlConsensus from "@baton/journal/SqlConsensus"
+import * as SqlJournal from "@baton/journal/SqlJournal"
+import * as AttemptStore from "@baton/run-store/AttemptStore"
+import * as RunStoreMigrations from "@baton/run-store/Migrations"
+import * as RunStore from "@baton/run-store/RunStore"
+import * as SqlClient from "@effect/sql/SqlClient"
+import { Context, Effect, Layer } from "effect"
+import * as os from "node:os"
+import * as Flow from "../Flow.js"
+import * as HostIdentity from "../HostIdentity.js"
+import * as NodeExecutor from "../NodeExecutor.js"
+import * as ProcessLiveness from "../ProcessLiveness.js"
+import * as HostCore from "./hostCore.js"
+import * as Supervisor from "./hostSupervisor.js"
+import { type Options, validate, validateCatalog, type Validated } from "./runtimeOptions.js"
+
+/** The step and attempt encoding this executor writes (node.md 3.4). */
+export const engineVersion = "baton-node/steps-1"
+
+/** The approval authority that trusts whoever can open the database file (node.md 3.4). */
+export const trustLocalFile: ApprovalAuthority.Service = { authorize: () => Effect.void }
+
+/** Internal tag of the host core, built after control's runtime and before its executor. */
+export class Core extends Context.Tag("@baton/node/internal/HostCore")<Core, HostCore.HostCore>() {}
+
+/** The `NodeHost` tag (re-exported by NodeRuntime). */
+export class NodeHost extends Context.Tag("@baton/node/NodeHost")<NodeHost, Supervisor.NodeHostService>() {}
+
+const defaultPrincipal = () => {
+  let user: string | undefined
+  try {
+    user = os.userInfo().username
+  } catch {
+    user = undefined
+  }
+  return { id: user || process.env["USER"] || "unknown", kind: "operator" }
+}
+
+const catalogReader = (options: Options, validated: Validated) =>
+  options.loadFlows === undefined
+    ? () => Effect.succeed(validated.flows)
+    : () =>
+      Effect.suspend(options.loadFlows!).pipe(
+        Effect.flatMap((flows) =>
+          validateCatalog(flows, "loadFlows()").pipe(
+            Effect.mapError((error) =>
+              new ControlError.PersistenceError({ operation: "load the flow catalog", message: error.message })
+            )
+          )
+        )
+      )
+
+const migrationsLayer = (validated: Validated, options: Options) => {
+  const sets = [JournalMigrations.set, RunStoreMigrations.set, ControlMigrations.set, ...validated.migrations]
+  return Layer.effectDiscard(
+    validated.readOnly
+      ? Effect.asVoid(Migrations.status(sets))
+      : Effect.asVoid(Migrations.run(sets, options.writer === undefined ? {} : { retry: options.writer }))
+  )
+}
+
+/**
+ * Compose NodeRuntime over a database layer (and, on PostgreSQL, its clock layer).
+ */
+export const compose = <E1, E2>(
+  options: Options & { readonly pid?: number },
+  database: Layer.Layer<SqlClient.SqlClient | DurableWriter.DurableWriter, E1>,
+  clock: Layer.Layer<never, E2, SqlClient.SqlClient> | undefined
+) =>
+  Layer.unwrapEffect(Effect.gen(function*() {
+    const validated = yield* validate(options)
+    const identity = yield* HostIdentity.detect({
+      ...(options.hostId === undefined ? {} : { hostId: options.hostId }),
+      ...(options.pid === undefined ? {} : { pid: options.pid })
+    })
+    const probe = ProcessLiveness.makeWith({
+      identity,
+      ...(validated.takeOverHungOwnersAfterMs === undefined
+        ? {}
+        : { takeOverHungOwnersAfter: validated.takeOverHungOwnersAfterMs })
+    })
+    const check = options.liveness ?? probe.check
+    const readFlows = catalogReader(options, validated)
+    const mapped = () => Effect.map(readFlows(), (flows) => flows.map(Flow.toDurableFlow))
+    const hasCatalog = options.loadFlows !== undefined || validated.flows.length > 0
+    const controlOptions: SqlControlRuntime.Options = {
+      owner: HostIdentity.ownerOf(identity),
+      incarnation: identity.incarnation,
+      mintNonce: HostIdentity.mintNonce(identity),
+      isAlive: check,
+      principal: options.principal ?? defaultPrincipal(),
+      approvalAuthority: options.approvalAuthority ?? trustLocalFile,
+      engineVersion,
+      ...(options.loadFlows === undefined
+        ? { flows: validated.flows.map(Flow.toDurableFlow) }
+        : { loadFlows: mapped, currentFlows: mapped }),
+      adoptFlow: (flowId: string) =>
+        Effect.map(mapped(), (flows) => flows.find((flow) => flow.flowId === flowId)),
+      ...(validated.mode === "client" && !hasCatalog ? { pinnedFlow: () => Effect.succeed(true) } : {})
+    }
+    const withClock = clock === undefined ? database : Layer.provideMerge(clock, database)
+    const migrated = Layer.provideMerge(migrationsLayer(validated, options), withClock)
+    const consensus = Layer.provideMerge(SqlConsensus.layer, migrated)
+    const stores = Layer.provideMerge(
+      Layer.mergeAll(SqlJournal.layerWith(options.journal ?? {}), RunStore.layerWith, AttemptStore.layer),
+      consensus
+    )
+    const runtime = Layer.provideMerge(SqlControlRuntime.layer(controlOptions), stores)
+    const core = Layer.provideMerge(
+      Layer.scoped(
+        Core,
+        Effect.gen(function*() {
+          return yield* HostCore.make({
+            identity,
+            mode: validated.mode,
+            maxRuns: validated.maxRuns,
+            flows: readFlows,
+            liveness: probe,
+            check,
+            runtime: yield* ControlRuntime.ControlRuntime,
+            runStore: yield* RunStore.RunStore,
+            attempts: yield* AttemptStore.AttemptStore,
+            journal: yield* Journal.Journal,
+            sql: yield* SqlClient.SqlClient
+          })
+        })
+      ),
+      runtime
+    )
+    const executor = Layer.provideMerge(
+      Layer.effect(
+        ControlExecutor.ControlExecutor,
+        Effect.map(Core, (c) => validated.mode === "host" ? NodeExecutor.host(c) : NodeExecutor.client(c.runtime))
+      ),
+      core
+    )
+    const control = Layer.provideMerge(Control.layer, executor)
+    const host = Layer.provideMerge(
+      Layer.scoped(
+        NodeHost,
+        Effect.gen(function*() {
+          const c = yield* Core
+          if (validated.mode === "client") return Supervisor.client(c)
+          const started = yield* Supervisor.start(c, validated)
+          yield* Effect.addFinalizer(() => started.shutdown)
+          return started.service
+        })
+      ),
+      control
+    )
+    return Layer.map(host, (context) => Context.omit(Core)(context))
+  }))
+
+export type { DatabaseError }

@@ -1,0 +1,127 @@
+/** Validation of NodeRuntime options (node.md 4.1): before anything opens, naming field and rule. */
+import type * as ApprovalAuthority from "@baton/control/ApprovalAuthority"
+import type * as ControlError from "@baton/control/ControlError"
+import type * as DurableWriter from "@baton/database/DurableWriter"
+import type * as Migrations from "@baton/database/Migrations"
+import * as Consensus from "@baton/journal/Consensus"
+import type * as SqlJournal from "@baton/journal/SqlJournal"
+import type * as Ownership from "@baton/run-store/Ownership"
+import { Duration, Effect } from "effect"
+import * as Flow from "../Flow.js"
+import { NodeRuntimeError } from "./runtimeError.js"
+
+/** NodeRuntime options (node.md 4.1). */
+export interface Options {
+  readonly filename?: string
+  readonly mode?: "host" | "client"
+  readonly readOnly?: boolean
+  readonly flows?: ReadonlyArray<Flow.Any>
+  readonly loadFlows?: () => Effect.Effect<ReadonlyArray<Flow.Any>, ControlError.PersistenceError>
+  readonly migrations?: ReadonlyArray<Migrations.MigrationSet>
+  readonly hostId?: string
+  readonly principal?: { readonly id: string; readonly kind: string }
+  readonly approvalAuthority?: ApprovalAuthority.Service
+  readonly liveness?: Ownership.LivenessCheck
+  readonly takeOverHungOwnersAfter?: Duration.DurationInput
+  readonly maxRuns?: number
+  readonly pollInterval?: Duration.DurationInput
+  readonly shutdownGrace?: Duration.DurationInput
+  readonly drainTimeout?: Duration.DurationInput
+  readonly writer?: DurableWriter.WriteRetryOptions
+  readonly journal?: SqlJournal.SqlJournalOptions
+}
+
+/** Options after validation, with defaults applied. */
+export interface Validated {
+  readonly mode: "host" | "client"
+  readonly readOnly: boolean
+  readonly flows: ReadonlyArray<Flow.Any>
+  readonly maxRuns: number
+  readonly pollIntervalMs: number
+  readonly shutdownGraceMs: number
+  readonly drainTimeoutMs: number
+  readonly takeOverHungOwnersAfterMs: number | undefined
+  readonly migrations: ReadonlyArray<Migrations.MigrationSet>
+}
+
+const fail = (field: string, message: string, reason: NodeRuntimeError["reason"] = "invalid_options") =>
+  Effect.fail(new NodeRuntimeError({ reason, field, message: `${field}: ${message}` }))
+
+const millis = (field: string, input: Duration.DurationInput | undefined, fallback: number) => {
+  if (input === undefined) return Effect.succeed(fallback)
+  try {
+    const ms = Duration.toMillis(Duration.decode(input))
+    return Number.isFinite(ms) && ms >= 0 ? Effect.succeed(ms) : fail(field, "must be a finite, non-negative duration")
+  } catch {
+    return fail(field, "must be a duration such as \"5 seconds\"")
+  }
+}
+
+/** Catalog rules: every flow valid (field `flows[i].<field>`), ids unique (`duplicate_flow`). */
+export const validateCatalog = (flows: ReadonlyArray<Flow.Any>, field = "flows") =>
+  Effect.gen(function*() {
+    const seen = new Set<string>()
+    for (const [index, flow] of flows.entries()) {
+      const issue = Flow.issue(flow)
+      if (issue !== undefined) return yield* fail(`${field}[${index}].${issue.field}`, issue.message)
+      if (seen.has(flow.id)) {
+        return yield* fail(`${field}[${index}].id`, `flow id ${flow.id} appears twice; flow ids must be unique`, "duplicate_flow")
+      }
+      seen.add(flow.id)
+    }
+    return flows
+  })
+
+export const validate = (options: Options): Effect.Effect<Validated, NodeRuntimeError> =>
+  Effect.gen(function*() {
+    const mode = options.mode ?? "host"
+    if (mode !== "host" && mode !== "client") return yield* fail("mode", "must be \"host\" or \"client\"")
+    const readOnly = options.readOnly ?? false
+    if (mode === "host" && readOnly) {
+      return yield* fail("readOnly", "a host drives runs and cannot open the database read-only; use mode \"client\"", "read_only_host")
+    }
+    const maxRuns = options.maxRuns ?? 4
+    if (!Number.isSafeInteger(maxRuns) || maxRuns < 1 || maxRuns > 1024) {
+      return yield* fail("maxRuns", "must be an integer between 1 and 1024")
+    }
+    const pollIntervalMs = yield* millis("pollInterval", options.pollInterval, 1000)
+    if (pollIntervalMs < 100 || pollIntervalMs > 10_000) {
+      return yield* fail("pollInterval", "must be between 100 milliseconds and 10 seconds")
+    }
+    const shutdownGraceMs = yield* millis("shutdownGrace", options.shutdownGrace, 10_000)
+    if (shutdownGraceMs > 60_000) return yield* fail("shutdownGrace", "must be at most 60 seconds")
+    const drainTimeoutMs = yield* millis("drainTimeout", options.drainTimeout, Math.min(5000, shutdownGraceMs / 2))
+    if (drainTimeoutMs >= shutdownGraceMs) return yield* fail("drainTimeout", "must be shorter than shutdownGrace")
+    let takeOverHungOwnersAfterMs: number | undefined
+    if (options.takeOverHungOwnersAfter !== undefined) {
+      takeOverHungOwnersAfterMs = yield* millis("takeOverHungOwnersAfter", options.takeOverHungOwnersAfter, 0)
+      const minimum = 2 * Duration.toMillis(Consensus.heartbeatStaleAfter)
+      if (takeOverHungOwnersAfterMs < minimum) {
+        return yield* fail("takeOverHungOwnersAfter", `must be at least ${minimum / 1000} seconds (twice the stale-after)`)
+      }
+    }
+    const migrations = options.migrations ?? []
+    for (const [index, set] of migrations.entries()) {
+      if (!Number.isSafeInteger(set.idOffset) || set.idOffset < 10_000) {
+        return yield* fail(`migrations[${index}].idOffset`, "application migration sets must use an idOffset of 10000 or more")
+      }
+    }
+    const flows = yield* validateCatalog(options.flows ?? [])
+    if (options.principal !== undefined) {
+      const { id, kind } = options.principal
+      if (typeof id !== "string" || id.length === 0 || typeof kind !== "string" || kind.length === 0) {
+        return yield* fail("principal", "id and kind must be non-empty strings")
+      }
+    }
+    return {
+      mode,
+      readOnly,
+      flows,
+      maxRuns,
+      pollIntervalMs,
+      shutdownGraceMs,
+      drainTimeoutMs,
+      takeOverHungOwnersAfterMs,
+      migrations
+    }
+  })
