@@ -23,7 +23,8 @@ interface CancelState {
 
 export const make = (ctx: StoreContext): Pick<Service, "requestCancel" | "requestCancelLineage" | "acknowledgeCancel"> => {
   const { sql } = ctx
-  const live = sql.literal(`status NOT IN ('completed', 'failed', 'cancelled')`)
+  // Listing the live statuses (not excluding the settled ones) makes an undecodable status miss and decode.
+  const live = sql.literal(`status IN ('pending', 'running', 'suspended')`)
 
   /** Folds members' states in round order into the miss outcome (§10.5). */
   const classifyMiss = (method: string, runId: string, states: ReadonlyArray<CancelState>) =>
