@@ -1,0 +1,160 @@
+/**
+ * Checks 31–32 (and 44's revision part): migrations, row_seq and execution revisions.
+ */
+import * as Dialect from "@baton/database/Dialect"
+import * as DurableWriter from "@baton/database/DurableWriter"
+import * as DatabaseMigrations from "@baton/database/Migrations"
+import * as JournalMigrations from "@baton/journal/Migrations"
+import * as Migrations from "@baton/run-store/Migrations"
+import * as RunStore from "@baton/run-store/RunStore"
+import * as SqlClient from "@effect/sql/SqlClient"
+import { expect, it } from "@effect/vitest"
+import { Effect, Either, Layer } from "effect"
+import * as SqlConsensus from "@baton/journal/SqlConsensus"
+import { A, type Database, pending } from "../support/stack.js"
+
+/** Deletes a run through a raw connection of another process. */
+export type RawDelete = (sql: SqlClient.SqlClient, runId: string) => Effect.Effect<void, unknown>
+
+const triggerColumns = (sql: SqlClient.SqlClient) =>
+  Dialect.isPostgres(sql)
+    ? Effect.map(
+      sql<{ readonly c: string }>`SELECT event_object_column AS c FROM information_schema.triggered_update_columns
+        WHERE trigger_schema = current_schema() AND trigger_name = 'flows_runs_revision_update'`,
+      (rows) => rows.map((r) => r.c)
+    )
+    : Effect.map(
+      sql<{ readonly s: string }>`SELECT sql AS s FROM sqlite_master WHERE type = 'trigger'
+        AND name = 'flows_runs_revision_update'`,
+      (rows) => /UPDATE OF (.*?) ON/s.exec(rows[0]!.s)![1]!.split(",").map((c) => c.trim())
+    )
+
+const indexes = (sql: SqlClient.SqlClient) =>
+  Dialect.isPostgres(sql)
+    ? Effect.map(
+      sql<{ readonly n: string }>`SELECT indexname AS n FROM pg_indexes WHERE schemaname = current_schema()
+        AND tablename = 'flows_runs'`,
+      (rows) => rows.map((r) => r.n)
+    )
+    : Effect.map(
+      sql<{ readonly n: string }>`SELECT name AS n FROM sqlite_master WHERE type = 'index' AND tbl_name = 'flows_runs'`,
+      (rows) => rows.map((r) => r.n)
+    )
+
+const changes = (sql: SqlClient.SqlClient) =>
+  Effect.map(
+    sql<{ run_id: string; revision: number; deleted: number }>`SELECT run_id, revision, deleted
+      FROM flows_run_changes ORDER BY run_id`,
+    (rows) => Object.fromEntries(rows.map((r) => [r.run_id, [Number(r.revision), Number(r.deleted)]]))
+  )
+
+const source = (sql: SqlClient.SqlClient) =>
+  Effect.map(
+    sql<{ source: string; revision: number }>`SELECT source, revision FROM flows_run_source`,
+    (rows) => rows[0] === undefined ? undefined : { source: rows[0].source, revision: Number(rows[0].revision) }
+  )
+
+const storeOn = Layer.provide(RunStore.layerWith, SqlConsensus.layer)
+
+export const schemaSuite = (makeDatabase: () => Database, rawDelete: RawDelete) => {
+  it.effect("31: migrations, tables, CHECKs, trigger columns and row_seq allocation", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const applied = yield* Migrations.run
+      expect(applied).toEqual([
+        { id: 1001, namespace: "run-store", name: "initial" },
+        { id: 1002, namespace: "run-store", name: "lineage" },
+        { id: 1003, namespace: "run-store", name: "execution_revisions" },
+        { id: 1004, namespace: "run-store", name: "waiting_request" }
+      ])
+      expect(yield* Migrations.run).toEqual([])
+      const tables = yield* Dialect.tables(sql)
+      for (const t of ["flows_runs", "flows_attempts", "flows_run_counter", "flows_run_source", "flows_run_changes"]) {
+        expect(tables).toContain(t)
+      }
+      const idx = yield* indexes(sql)
+      for (
+        const i of [
+          "flows_runs_parent_run_id_idx",
+          "flows_runs_cancel_requested_idx",
+          "flows_runs_waiting_reason_wake_at_idx",
+          "flows_runs_lineage_idx"
+        ]
+      ) expect(idx).toContain(i)
+      const half = yield* Effect.either(
+        sql`INSERT INTO flows_runs (row_seq, run_id, status, created_at_ms, owner_host_id, owner_pid, heartbeat_at_ms,
+          state_json) VALUES (50, 'half', 'running', 0, 'h', 1, 0, '{}')`
+      )
+      expect(Either.isLeft(half) && DurableWriter.codeOf(half.left)).toBe("constraint")
+      yield* sql`INSERT INTO flows_runs (row_seq, run_id, status, created_at_ms, owner_host_id, owner_pid, owner_nonce,
+        heartbeat_at_ms, state_json) VALUES (51, 'whole', 'running', 0, 'h', 1, 'n', 0, '{}')`
+      const columns = (yield* Dialect.columns(sql, "flows_runs")).filter((c) => c !== "heartbeat_at_ms")
+      expect([...(yield* triggerColumns(sql))].sort()).toEqual([...columns].sort())
+
+      const store = yield* RunStore.RunStore
+      const writer = yield* DurableWriter.DurableWriter
+      const seqOf = (id: string) =>
+        Effect.map(sql<{ s: number }>`SELECT row_seq AS s FROM flows_runs WHERE run_id = ${id}`, (r) => Number(r[0]!.s))
+      for (const id of ["s1", "s2", "s3"]) yield* store.create(id, "{}")
+      expect([yield* seqOf("s1"), yield* seqOf("s2"), yield* seqOf("s3")]).toEqual([1, 2, 3])
+      const rolledBack = yield* Effect.either(
+        writer.write(Effect.zipRight(store.create("gone", "{}"), Effect.fail("rollback" as const)), { key: "gone" })
+      )
+      expect(Either.isLeft(rolledBack)).toBe(true)
+      yield* store.create("s4", "{}")
+      expect(yield* seqOf("s4")).toBe(4)
+      const renumber = yield* Effect.either(sql`UPDATE flows_runs SET row_seq = 99 WHERE run_id = 's1'`)
+      expect(Either.isLeft(renumber) && DurableWriter.codeOf(renumber.left)).toBe("constraint")
+    }).pipe(
+      Effect.provide(Layer.provideMerge(storeOn, Layer.provideMerge(JournalMigrations.layer, makeDatabase())))
+    ))
+
+  it.effect("32: revisions are backfilled, advanced by every change but heartbeats, and bounded", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const upTo0002: DatabaseMigrations.MigrationSet = {
+        ...Migrations.set,
+        migrations: Object.fromEntries(
+          Object.entries(Migrations.set.migrations).filter(([k]) => k < "0003")
+        )
+      }
+      yield* DatabaseMigrations.run([JournalMigrations.set, upTo0002])
+      yield* sql`INSERT INTO flows_runs (row_seq, run_id, status, created_at_ms, state_json)
+        VALUES (1, 'a', 'pending', 1, '{}'), (2, 'b', 'pending', 2, '{}')`
+      yield* sql`UPDATE flows_run_counter SET last_row_seq = 2`
+      const upgraded = yield* DatabaseMigrations.run([JournalMigrations.set, Migrations.set])
+      expect(upgraded.map((m) => m.id)).toEqual([1003, 1004])
+      expect(yield* changes(sql)).toEqual({ a: [1, 0], b: [2, 0] })
+      const first = (yield* source(sql))!
+      expect(first.revision).toBe(2)
+      expect(first.source).toMatch(/^[0-9a-f]{32}$/)
+
+      const { store } = yield* Effect.map(RunStore.RunStore, (store) => ({ store }))
+      expect(yield* store.claimAndOwn("a", pending, A, 0)).toEqual({ _tag: "Activated" })
+      expect((yield* source(sql))!.revision).toBe(3)
+      yield* store.heartbeat("a", A, 5)
+      expect((yield* source(sql))!.revision).toBe(3)
+      yield* store.requestCancel("a", 1)
+      expect(yield* store.acknowledgeCancel("a", A, 2)).toBe(true)
+      expect(yield* store.acknowledgeCancel("a", A, 3)).toBe(true)
+      expect(yield* store.transitionOwned("a", A, "cancelled")).toEqual({ _tag: "Transitioned" })
+      const rename = yield* Effect.either(sql`UPDATE flows_runs SET run_id = 'b2' WHERE run_id = 'b'`)
+      expect(Either.isLeft(rename) && DurableWriter.codeOf(rename.left)).toBe("constraint")
+      expect((yield* source(sql))!.revision).toBe(7)
+      yield* rawDelete(sql, "a")
+      expect(yield* source(sql)).toEqual({ source: first.source, revision: 8 })
+      expect(yield* changes(sql)).toEqual({ a: [8, 1], b: [2, 0] })
+
+      yield* sql`UPDATE flows_run_source SET revision = 9007199254740991`
+      const overflow = yield* Effect.flip(store.create("c", "{}"))
+      expect(overflow.code).toBe("constraint")
+      expect(yield* sql`SELECT run_id FROM flows_runs WHERE run_id = 'c'`).toEqual([])
+      yield* sql`DELETE FROM flows_run_source`
+      expect((yield* Effect.flip(store.create("d", "{}"))).code).toBe("constraint")
+      for (const statement of [sql`UPDATE flows_runs SET status = 'suspended' WHERE run_id = 'b'`, sql`DELETE FROM flows_runs WHERE run_id = 'b'`]) {
+        const refused = yield* Effect.either(statement)
+        expect(Either.isLeft(refused) && DurableWriter.codeOf(refused.left)).toBe("constraint")
+      }
+      expect((yield* store.get("b")).status).toBe("pending")
+    }).pipe(Effect.provide(Layer.provideMerge(storeOn, makeDatabase()))))
+}
