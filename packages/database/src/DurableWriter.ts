@@ -264,7 +264,7 @@ export const afterCommit = (update: Effect.Effect<void>, client?: SqlClient.SqlC
   Effect.contextWith((context) => {
     const frame = Context.getOption(context, ManagedWrite.ManagedWrite)
     const transaction = Context.getOption(context, SqlClient.TransactionConnection)
-    if (Option.isNone(frame) || Option.isNone(transaction) || frame.value.closed) return false
+    if (Option.isNone(frame) || Option.isNone(transaction) || frame.value.closed || !frame.value.managed) return false
     const [conn, depth] = transaction.value
     if (conn !== frame.value.conn || depth !== frame.value.depth) return false
     if (client !== undefined && ClientInfo.databaseOf(client) !== frame.value.database) return false
@@ -351,7 +351,12 @@ export const make = (sql: SqlClient.SqlClient, options?: WriteRetryOptions): Ser
 
   const outermost = <A, E, R>(body: Effect.Effect<A, E, R>, key: string | undefined) => {
     const attempt = Effect.suspend(() => {
-      const frame = ManagedWrite.make({ database, parent: undefined, exclusive: postgres && key === undefined })
+      const frame = ManagedWrite.make({
+        database,
+        parent: undefined,
+        exclusive: postgres && key === undefined,
+        managed: true
+      })
       if (key !== undefined) frame.keys.add(key)
       const inner = Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (transaction) => {
         if (Option.isSome(transaction)) {
@@ -411,7 +416,7 @@ export const make = (sql: SqlClient.SqlClient, options?: WriteRetryOptions): Ser
       const parent = enclosing !== undefined && enclosing.conn === transaction[0] && enclosing.depth === transaction[1]
         ? enclosing
         : undefined
-      const frame = ManagedWrite.make({ database, parent, exclusive: false })
+      const frame = ManagedWrite.make({ database, parent, exclusive: false, managed: parent?.managed === true })
       const needsKeyLock = postgres && key !== undefined && !ClientInfo.isReadOnly(sql) &&
         !ManagedWrite.holdsKey(parent, key)
       const inner = Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (current) => {

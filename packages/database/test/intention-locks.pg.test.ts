@@ -5,8 +5,9 @@
 import { describe, expect, it } from "@effect/vitest"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import * as SqlClient from "@effect/sql/SqlClient"
-import { Context, Deferred, Effect, Fiber, Layer, Metric, Redacted, Ref, Scope } from "effect"
+import { Context, Deferred, Duration, Effect, Fiber, Layer, Metric, Redacted, Ref, Scope } from "effect"
 import * as DurableWriter from "@baton/database/DurableWriter"
+import * as Migrations from "@baton/database/Migrations"
 import * as PgDatabase from "@baton/database/PgDatabase"
 import * as TestDatabase from "@baton/database/TestDatabase"
 
@@ -42,7 +43,7 @@ const readCounter = (sql: SqlClient.SqlClient) =>
   Effect.map(sql<{ readonly value: number }>`SELECT value FROM counter WHERE id = 1`, (rows) => Number(rows[0]!.value))
 
 /** Read the counter, wait, write read + 1; returns the value read. */
-const slowIncrement = (sql: SqlClient.SqlClient, wait: string) =>
+const slowIncrement = (sql: SqlClient.SqlClient, wait: Duration.DurationInput) =>
   Effect.gen(function*() {
     const value = yield* readCounter(sql)
     yield* Effect.sleep(wait)
@@ -231,5 +232,62 @@ describe.skipIf(url === undefined)("PostgreSQL intention locks", () => {
       const seen = yield* host2.writer.write(events(host2.sql), { key: "b" })
       yield* Fiber.join(outer)
       expect(seen).toEqual(["nested", "outer"])
+    }).pipe(Effect.scoped))
+
+  it.live("in one process a queued schema-wide write is not overtaken by a later keyed write", () =>
+    Effect.gen(function*() {
+      const { host1 } = yield* twoHosts()
+      const log = (name: string) => host1.sql`INSERT INTO events (name) VALUES (${name})`
+      const order = yield* Ref.make<ReadonlyArray<string>>([])
+      const note = (name: string) => Ref.update(order, (all) => [...all, name])
+      const holding = yield* Deferred.make<void>()
+      const release = yield* Deferred.make<void>()
+      const keyed = yield* Effect.fork(host1.writer.write(Effect.gen(function*() {
+        yield* note("r1")
+        yield* Deferred.succeed(holding, undefined)
+        yield* Deferred.await(release)
+      }), { key: "r1" }))
+      yield* Deferred.await(holding)
+      const wide = yield* Effect.fork(host1.writer.write(Effect.zipRight(note("wide"), log("wide"))))
+      yield* Effect.sleep("50 millis")
+      const later = yield* Effect.fork(host1.writer.write(Effect.zipRight(note("r2"), log("r2")), { key: "r2" }))
+      yield* Effect.sleep("100 millis")
+      yield* Deferred.succeed(release, undefined)
+      yield* Fiber.join(keyed)
+      yield* Fiber.join(wide)
+      yield* Fiber.join(later)
+      expect(yield* Ref.get(order)).toEqual(["r1", "wide", "r2"])
+    }).pipe(Effect.scoped))
+
+  it.live("two pools migrating a fresh schema at once both succeed and each migration runs once", () =>
+    Effect.gen(function*() {
+      const { host1, host2 } = yield* twoHosts()
+      const runs = yield* Ref.make(0)
+      const entered = yield* Deferred.make<void>()
+      const release = yield* Deferred.make<void>()
+      const set: Migrations.MigrationSet = {
+        namespace: "app",
+        idOffset: 10_000,
+        migrations: {
+          "0001_first": Effect.gen(function*() {
+            yield* Ref.update(runs, (n) => n + 1)
+            yield* Deferred.succeed(entered, undefined)
+            yield* Deferred.await(release)
+            const sql = yield* SqlClient.SqlClient
+            yield* sql`CREATE TABLE t_first (id INTEGER PRIMARY KEY)`
+          }),
+          "0002_second": Effect.flatMap(SqlClient.SqlClient, (sql) => sql`CREATE TABLE t_second (id INTEGER PRIMARY KEY)`)
+        }
+      }
+      const first = yield* Effect.fork(Effect.provideService(Migrations.run([set]), SqlClient.SqlClient, host1.sql))
+      yield* Deferred.await(entered)
+      const second = yield* Effect.fork(Effect.provideService(Migrations.run([set]), SqlClient.SqlClient, host2.sql))
+      yield* Effect.sleep("100 millis")
+      yield* Deferred.succeed(release, undefined)
+      const results = [yield* Fiber.join(first), yield* Fiber.join(second)]
+      expect(results.map((r) => r.length).sort()).toEqual([0, 2])
+      expect(yield* Ref.get(runs)).toBe(1)
+      const ledger = yield* host1.sql<{ readonly id: number }>`SELECT migration_id AS id FROM flows_migrations ORDER BY migration_id`
+      expect(ledger.map((row) => Number(row.id))).toEqual([10_001, 10_002])
     }).pipe(Effect.scoped))
 })

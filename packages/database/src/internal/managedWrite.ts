@@ -16,6 +16,11 @@ export interface Frame {
   readonly parent: Frame | undefined
   /** Outermost schema-wide write on PostgreSQL: no other transaction can hold a key. */
   readonly exclusive: boolean
+  /**
+   * Whether registrations here can reach an outermost managed commit: false for a
+   * write joined to a raw transaction or raw savepoint, whose hooks could never run.
+   */
+  readonly managed: boolean
   readonly keys: Set<string>
   readonly hooks: Array<Effect.Effect<void>>
   conn: Connection | undefined
@@ -31,10 +36,12 @@ export const make = (options: {
   readonly database: object
   readonly parent: Frame | undefined
   readonly exclusive: boolean
+  readonly managed: boolean
 }): Frame => ({
   database: options.database,
   parent: options.parent,
   exclusive: options.exclusive,
+  managed: options.managed,
   keys: new Set(),
   hooks: [],
   conn: undefined,

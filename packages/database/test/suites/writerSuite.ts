@@ -161,10 +161,13 @@ export const writerSuite = (layer: () => DatabaseLayer, options: { readonly keys
     const runs = yield* Ref.make(0)
     const hook = Ref.update(runs, (n) => n + 1)
     expect(yield* sql.withTransaction(DurableWriter.afterCommit(hook))).toBe(false)
+    // A write joined to a raw transaction is not managed: its hooks could never run.
+    expect(yield* sql.withTransaction(writer.write(DurableWriter.afterCommit(hook)))).toBe(false)
     const other = yield* Layer.build(layer())
     const otherSql = (yield* Effect.provide(SqlClient.SqlClient, other))
     yield* writer.write(Effect.gen(function*() {
       expect(yield* sql.withTransaction(DurableWriter.afterCommit(hook))).toBe(false)
+      expect(yield* sql.withTransaction(writer.write(DurableWriter.afterCommit(hook)))).toBe(false)
       expect(yield* DurableWriter.afterCommit(hook, otherSql)).toBe(false)
       expect(yield* DurableWriter.afterCommit(hook, sql)).toBe(true)
     }))
