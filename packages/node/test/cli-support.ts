@@ -1,0 +1,62 @@
+/**
+ * Test support for the CLI: run `baton` in-process over argv and capture what it prints.
+ */
+import * as Console from "effect/Console"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { fileURLToPath } from "node:url"
+import * as Cli from "../src/Cli.js"
+import * as IndexDir from "../src/example/IndexDir.js"
+import * as NodeRuntime from "../src/NodeRuntime.js"
+
+/** The config module exporting the example's catalog. */
+export const configModule = fileURLToPath(new URL("./fixtures/cli-config.ts", import.meta.url))
+
+/** What one CLI invocation printed and its exit code. */
+export interface CliResult {
+  readonly code: number
+  readonly stdout: string
+  readonly stderr: string
+}
+
+/** Runs `baton <args>` in this process. */
+export const baton = (...args: ReadonlyArray<string>): Promise<CliResult> =>
+  Effect.runPromise(
+    Effect.gen(function*() {
+      const current = yield* Effect.console
+      let stdout = ""
+      let stderr = ""
+      const capture: Console.Console = {
+        ...current,
+        log: (...parts: ReadonlyArray<unknown>) => Effect.sync(() => void (stdout += parts.map(String).join(" ") + "\n")),
+        error: (...parts: ReadonlyArray<unknown>) => Effect.sync(() => void (stderr += parts.map(String).join(" ") + "\n"))
+      }
+      const code = yield* Cli.run(["node", "baton", ...args]).pipe(Effect.withConsole(capture))
+      return { code, stdout, stderr }
+    })
+  )
+
+/** A fresh temp directory. */
+export const tempDir = (): string => fs.mkdtempSync(path.join(os.tmpdir(), "baton-cli-"))
+
+/** Creates and migrates a database file with the example's catalog (a client-mode runtime). */
+export const migratedDatabase = (filename: string): Promise<void> =>
+  Effect.runPromise(
+    Effect.void.pipe(
+      Effect.provide(Layer.orDie(NodeRuntime.layer({
+        filename,
+        mode: "client",
+        flows: [IndexDir.flow],
+        migrations: [IndexDir.migrations]
+      })))
+    )
+  )
+
+/** Every file in `dir` with its bytes, for "nothing was written" checks. */
+export const snapshot = (dir: string): Record<string, string> =>
+  Object.fromEntries(
+    fs.readdirSync(dir).sort().map((name) => [name, fs.readFileSync(path.join(dir, name)).toString("base64")])
+  )
