@@ -6,7 +6,9 @@
  */
 import type * as ControlExecutor from "@baton/control/ControlExecutor"
 import type * as ControlRuntime from "@baton/control/ControlRuntime"
-import { Effect } from "effect"
+import * as ControlError from "@baton/control/ControlError"
+import { Clock, Effect } from "effect"
+import { markEnd } from "./internal/executorState.js"
 import { deliverSignal, takeUpAllowed } from "./internal/hostSignals.js"
 import type { HostCore } from "./internal/hostCore.js"
 
@@ -16,6 +18,7 @@ import type { HostCore } from "./internal/hostCore.js"
  * - `deliverSignal`: bind the command to the open wait, request a resume and, when this host may
  *   take it up, drive it (cause `signal`); `delivered`, `no-match`, `refused` or `unknown`;
  * - `resumeRun`: `resume(runId, { scope: "launched" })` and drive (`resuming`); `ClaimLost` → `unknown`;
+ * - `requestCancel`: `RunStore.requestCancel`, first telling a drive here that it ends `cancelled`;
  * - `settleCancelledPark`: nothing (the facade claims and cancels parks).
  *
  * @since 0.1.0
@@ -46,6 +49,28 @@ export const host = (core: HostCore): ControlExecutor.Service => ({
         error._tag === "PersistenceError"
           ? Effect.fail(error)
           : Effect.succeed("unknown" as const)
+      )
+    ),
+  requestCancel: ({ runId }) =>
+    Effect.gen(function*() {
+      const nowMs = yield* Clock.currentTimeMillis
+      const outcome = yield* core.runStore.requestCancel(runId, nowMs)
+      // A run driven here learns why it is being interrupted before control interrupts it.
+      const state = core.driven.get(runId)?.control.state
+      if (state !== undefined && outcome._tag !== "NotFound" && outcome._tag !== "Terminal") markEnd(state, "cancelled")
+      switch (outcome._tag) {
+        case "CancelRequested":
+          return "recorded" as const
+        case "AlreadyRequested":
+          return "already-requested" as const
+        case "NotFound":
+          return "unknown" as const
+        case "Terminal":
+          return { _tag: "Terminal" as const, status: outcome.status }
+      }
+    }).pipe(
+      Effect.mapError((error) =>
+        new ControlError.PersistenceError({ operation: "request a cancel", message: error.message })
       )
     ),
   settleCancelledPark: () => Effect.void

@@ -138,7 +138,9 @@ const settleSuccess = (env: DriveEnv, state: DriveState, flow: Flow.Any, value: 
       ? Either_right(value)
       : yield* Effect.either(Schema.encode(flow.output)(value))
     const json = encoded._tag === "Right" ? encoded.right : undefined
-    const text = json === undefined || !isJson(json) ? undefined : JSON.stringify(json)
+    // A handler returning nothing completes with no value (the `$result` outcome is `{}`).
+    const invalid = encoded._tag === "Left" || (json !== undefined && !isJson(json))
+    const text = invalid ? undefined : json === undefined ? "" : JSON.stringify(json)
     if (text === undefined || text.length > maxResultBytes) {
       markEnd(state, "failed")
       const message = text === undefined ? "the run's result is not JSON" : "the run's result exceeds 1 MiB"
@@ -150,7 +152,7 @@ const settleSuccess = (env: DriveEnv, state: DriveState, flow: Flow.Any, value: 
       state,
       "completed",
       Effect.gen(function*() {
-        yield* recordReserved(state, "$result", "completed", { outcome: { value: json } })
+        yield* recordReserved(state, "$result", "completed", { outcome: json === undefined ? {} : { value: json } })
         yield* durable(state, "baton.run.completed", { steps: state.stepsCompleted, resultBytes: text.length })
       })
     )

@@ -119,12 +119,13 @@ const complete = <A, AE>(
   options: StepOptions<A, AE> | undefined
 ): Effect.Effect<void> =>
   Effect.gen(function*() {
-    const encoded = options?.result === undefined
+    // A void step (undefined) stores no value; a later drive returns undefined again.
+    const encoded = options?.result === undefined || value === undefined
       ? value
       : yield* Schema.encode(options.result)(value).pipe(
         Effect.catchAll(() => misuse("result_not_json", name, `the result of step ${name} does not encode with its schema`))
       )
-    if (!isJson(encoded)) {
+    if (encoded !== undefined && !isJson(encoded)) {
       return yield* misuse("result_not_json", name, `the result of step ${name} is not JSON`)
     }
     let detail: Json | undefined = options?.summarize === undefined ? undefined : options.summarize(value)
@@ -141,7 +142,7 @@ const complete = <A, AE>(
             attempt,
             state: "completed",
             finishedAtMs: now,
-            outcome: { value: encoded }
+            outcome: encoded === undefined ? {} : { value: encoded }
           } as AttemptStore.FinishAttempt,
           state.run.owner
         )
@@ -177,7 +178,7 @@ const complete = <A, AE>(
       state: "completed",
       startedAtMs: now,
       finishedAtMs: now,
-      outcome: { value: encoded },
+      outcome: encoded === undefined ? {} : { value: encoded },
       meta: meta(state, name)
     } as AttemptStore.Attempt)
     state.stepsCompleted++
