@@ -5,7 +5,7 @@ import { Effect, Layer, Schema } from "effect"
 import * as Flow from "../src/Flow.js"
 import * as NodeRuntime from "../src/NodeRuntime.js"
 import * as Step from "../src/Step.js"
-import { awaitStatus, launch } from "./support/runtime.js"
+import { awaitStatus, launch } from "./fixtures/runtimeSupport.js"
 
 const counts = new Map<string, number>()
 const bump = (name: string) => Effect.sync(() => counts.set(name, (counts.get(name) ?? 0) + 1))

@@ -4,7 +4,7 @@ import { Effect, Option } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as HostIdentity from "../src/HostIdentity.js"
-import { makeFakeProc } from "./support/procRoot.js"
+import { makeFakeProc } from "./fixtures/runtimeProcRoot.js"
 
 const fixture = new URL("./fixtures/runtime-identity.ts", import.meta.url)
 const linux = fs.existsSync("/proc/sys/kernel/random/boot_id")

@@ -5,7 +5,7 @@ import { Effect, Option } from "effect"
 import * as HostIdentity from "../src/HostIdentity.js"
 import * as HostProc from "../src/internal/hostProc.js"
 import * as ProcessLiveness from "../src/ProcessLiveness.js"
-import { type FakeProc, makeFakeProc, statLine } from "./support/procRoot.js"
+import { type FakeProc, makeFakeProc, statLine } from "./fixtures/runtimeProcRoot.js"
 
 const S = 30_000
 const nowMs = 1_700_000_000_000

@@ -9,7 +9,7 @@ import * as Flow from "../src/Flow.js"
 import * as NodeRuntime from "../src/NodeRuntime.js"
 import * as Run from "../src/Run.js"
 import * as Step from "../src/Step.js"
-import { awaitStatus, expectCompleted, launch } from "./support/runtime.js"
+import { awaitStatus, expectCompleted, launch } from "./fixtures/runtimeSupport.js"
 
 const fast = { pollInterval: "100 millis" } as const
 
