@@ -19,6 +19,8 @@ export interface Options {
   readonly loadFlows?: () => Effect.Effect<ReadonlyArray<Flow.Any>, ControlError.PersistenceError>
   readonly migrations?: ReadonlyArray<Migrations.MigrationSet>
   readonly hostId?: string
+  /** Overrides the identity's pid (simulating a restarted container with the same pid; tests). */
+  readonly pid?: number
   readonly principal?: { readonly id: string; readonly kind: string }
   readonly approvalAuthority?: ApprovalAuthority.Service
   readonly liveness?: Ownership.LivenessCheck
