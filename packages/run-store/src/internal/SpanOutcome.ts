@@ -17,19 +17,34 @@ export const outcomeOf = <A, E>(exit: Exit.Exit<A, E>): string => {
   return Cause.isInterruptedOnly(exit.cause) ? "interrupt" : "failure"
 }
 
+/**
+ * The counter an outcome increments: `base` tagged with `outcome`, then with the
+ * `extra` tags (the order the public lookup records use, e.g. `transition.X` then `to`).
+ */
+export type Counting = {
+  readonly base: Metric.Metric.Counter<number>
+  readonly extra?: Readonly<Record<string, string>>
+}
+
+const counterFor = (counting: Counting, outcome: string) => {
+  let counter = Metric.tagged(counting.base, "outcome", outcome)
+  for (const [key, value] of Object.entries(counting.extra ?? {})) counter = Metric.tagged(counter, key, value)
+  return counter
+}
+
 /** Runs `effect` in span `name`, annotating and counting its outcome. */
 export const traced = <A, E, R>(
   name: string,
-  counter: Metric.Metric.Counter<number> | undefined,
+  counting: Counting | undefined,
   effect: Effect.Effect<A, E, R>
 ): Effect.Effect<A, E, R> =>
   effect.pipe(
     Effect.onExit((exit) => {
       const outcome = outcomeOf(exit)
       const annotate = Effect.annotateCurrentSpan("outcome", outcome)
-      return counter === undefined
+      return counting === undefined
         ? annotate
-        : Effect.zipRight(annotate, Metric.increment(Metric.tagged(counter, "outcome", outcome)))
+        : Effect.zipRight(annotate, Metric.increment(counterFor(counting, outcome)))
     }),
     Effect.withSpan(name)
   )

@@ -23,7 +23,7 @@ import type {
 import * as Rows from "../rows.js"
 import { admit, admitReading, leaseWrite, lockRow, operation, readRow, type StoreContext, write } from "./context.js"
 
-const op = (name: string) => Metric.tagged(RunStoreMetrics.claims, "op", name)
+const op = (name: string) => ({ base: Metric.tagged(RunStoreMetrics.claims, "op", name) })
 
 const setClaim = (ctx: StoreContext, runId: string, claimant: OwnerIdType, claimedAtMs: number) =>
   ctx.sql`UPDATE flows_runs SET claim_host_id = ${claimant.hostId}, claim_pid = ${claimant.pid},

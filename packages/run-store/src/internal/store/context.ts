@@ -7,7 +7,7 @@ import * as Dialect from "@baton/database/Dialect"
 import * as DurableWriter from "@baton/database/DurableWriter"
 import * as Consensus from "@baton/journal/Consensus"
 import * as SqlClient from "@effect/sql/SqlClient"
-import { Effect, type Metric, Option } from "effect"
+import { Effect, Option } from "effect"
 import * as Boundary from "../Boundary.js"
 import * as Errors from "../errors.js"
 import { RunStoreError } from "../model.js"
@@ -40,9 +40,9 @@ export const make = Effect.gen(function*() {
 /** Runs an operation in span `RunStore.<method>`, counting its outcome on `counter`. */
 export const operation = <A, R>(
   method: string,
-  counter: Metric.Metric.Counter<number> | undefined,
+  counting: SpanOutcome.Counting | undefined,
   effect: Effect.Effect<A, RunStoreError, R>
-) => SpanOutcome.traced(`RunStore.${method}`, counter, effect)
+) => SpanOutcome.traced(`RunStore.${method}`, counting, effect)
 
 /** Turns an admission result into a value or an `invalid_run` failure. */
 export const admit = <A>(method: string, admitted: Boundary.Admitted<A>): Effect.Effect<A, RunStoreError> =>

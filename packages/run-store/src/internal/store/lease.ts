@@ -26,7 +26,7 @@ export const make = (ctx: StoreContext): Pick<Service, "heartbeat" | "reconfirm"
   const renew = (method: "heartbeat" | "reconfirm") => (runId: string, owner: OwnerIdType, nowMs: number) =>
     operation(
       method,
-      RunStoreMetrics.heartbeats,
+      { base: RunStoreMetrics.heartbeats },
       Effect.gen(function*() {
         const id = yield* admit(method, Admission.runId(runId))
         const who = yield* admit(method, Admission.owner("owner", owner))
@@ -72,7 +72,7 @@ export const make = (ctx: StoreContext): Pick<Service, "heartbeat" | "reconfirm"
     const to = typeof toStatus === "string" ? toStatus : "invalid"
     return operation(
       "transitionOwned",
-      Metric.tagged(RunStoreMetrics.transitions, "to", to),
+      { base: RunStoreMetrics.transitions, extra: { to } },
       Effect.gen(function*() {
         const id = yield* admit("transitionOwned", Admission.runId(runId))
         const who = yield* admit("transitionOwned", Admission.owner("owner", owner))
