@@ -1,0 +1,7 @@
+// The flow catalog `pnpm baton` loads in this repository (node.md 6.1, 7.1): the example's flow
+// `index-dir` and its migration set, so `pnpm baton plan index-dir --input '{"root":"."}'` works here.
+// `pnpm baton` runs under tsx, which loads the TypeScript sources imported below.
+import * as IndexDir from "./packages/node/src/example/IndexDir.ts"
+
+export const flows = [IndexDir.flow]
+export const migrations = [IndexDir.migrations]
