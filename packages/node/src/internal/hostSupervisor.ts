@@ -65,7 +65,9 @@ export const start = (
       core.accepting = false
       yield* Fiber.interrupt(poller)
       core.draining = true
-      const all = () => Effect.forEach(Array.from(core.driven.values()), (entry) => entry.done, { discard: true })
+      // Finalizers run uninterruptibly; the waits must stay interruptible for their timeouts.
+      const all = () =>
+        Effect.interruptible(Effect.forEach(Array.from(core.driven.values()), (entry) => entry.done, { discard: true }))
       const drained = yield* all().pipe(Effect.timeout(Duration.millis(timing.drainTimeoutMs)), Effect.option)
       if (drained._tag === "None") {
         yield* core.interruptAll("shutdown")
@@ -76,7 +78,7 @@ export const start = (
     const shutdown = Effect.suspend(() => {
       if (started) return Deferred.await(done)
       started = true
-      return drainThenInterrupt.pipe(
+      return Effect.interruptible(drainThenInterrupt).pipe(
         Effect.timeout(Duration.millis(timing.shutdownGraceMs)),
         Effect.catchAll(() =>
           Effect.logWarning("shutdown grace elapsed; runs not released will be taken over once stale")
