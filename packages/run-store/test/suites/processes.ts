@@ -1,0 +1,168 @@
+/**
+ * Checks 37–39 (and 41–42): run-store hosts in separate OS processes on one
+ * database, with injected wall clocks the parent controls.
+ */
+import { expect, it } from "@effect/vitest"
+import { spawnWorker, type Worker } from "../support/worker.js"
+
+/** Where workers connect: the fixture arguments for one fresh database, and its teardown. */
+export interface Target {
+  readonly args: ReadonlyArray<string>
+  readonly dispose: () => Promise<void>
+}
+
+const pendingSnapshot = { status: "pending", owner: null, heartbeatAtMs: null }
+const running = (owner: object, heartbeatAtMs: number) => ({ status: "running", owner, heartbeatAtMs })
+
+const withWorkers = async (
+  makeTarget: () => Promise<Target>,
+  count: number,
+  body: (workers: ReadonlyArray<Worker>) => Promise<void>
+) => {
+  const target = await makeTarget()
+  const workers: Array<Worker> = []
+  try {
+    // Concurrent migration passes serialize; the later ones find the ledger current.
+    const started = await Promise.allSettled(Array.from({ length: count }, () => spawnWorker(target.args)))
+    for (const s of started) if (s.status === "fulfilled") workers.push(s.value)
+    for (const s of started) if (s.status === "rejected") throw s.reason
+    await body(workers)
+  } finally {
+    await Promise.all(workers.map((w) => w.stop()))
+    await target.dispose()
+  }
+}
+
+export const processSuite = (makeTarget: () => Promise<Target>, races: number) => {
+  it(`37/must-hold: two processes race claimAndOwn on ${races} pending runs; exactly one Activated each`, async () => {
+    await withWorkers(makeTarget, 2, async ([a, b]) => {
+      const A = { hostId: "host", pid: a!.pid, nonce: "a" }
+      const B = { hostId: "host", pid: b!.pid, nonce: "b" }
+      const tally = { a: 0, b: 0 }
+      for (let i = 0; i < races; i++) {
+        const runId = `race-${i}`
+        await a!.call("create", { runId })
+        const [ra, rb] = await Promise.all([
+          a!.call("claimAndOwn", { runId, expected: pendingSnapshot, owner: A, nowMs: 0 }),
+          b!.call("claimAndOwn", { runId, expected: pendingSnapshot, owner: B, nowMs: 0 })
+        ])
+        const tags = [ra._tag, rb._tag]
+        expect(tags.filter((t) => t === "Activated").length).toBe(1)
+        const aWon = ra._tag === "Activated"
+        expect(["HeartbeatFresh", "SnapshotChanged"]).toContain(aWon ? rb._tag : ra._tag)
+        const [winner, loser, W, L] = aWon ? [a!, b!, A, B] : [b!, a!, B, A]
+        aWon ? tally.a++ : tally.b++
+        const [ga, gb] = await Promise.all([a!.call("get", { runId }), b!.call("get", { runId })])
+        expect(ga.owner).toEqual(W)
+        expect(gb.owner).toEqual(W)
+        if (i < 20) {
+          const attempt = { runId, stepKeyDigest: "s", attempt: 0, state: "running", startedAtMs: 0, meta: {} }
+          const done = { runId, stepKeyDigest: "s", attempt: 0, state: "succeeded", finishedAtMs: 2 }
+          expect(await loser.call("heartbeat", { runId, owner: L, nowMs: 1 })).toEqual({ _tag: "FenceLost" })
+          expect(await loser.call("transitionOwned", { runId, owner: L, to: "running" })).toEqual({ _tag: "FenceLost" })
+          expect(await loser.call("put", { attempt, owner: L })).toEqual({ _tag: "FenceLost" })
+          expect(await winner.call("heartbeat", { runId, owner: W, nowMs: 1 })).toEqual({
+            _tag: "Updated",
+            heartbeatAtMs: 1
+          })
+          expect(await winner.call("transitionOwned", { runId, owner: W, to: "running" })).toEqual({
+            _tag: "Transitioned"
+          })
+          expect(await winner.call("put", { attempt, owner: W })).toEqual({ _tag: "Inserted" })
+          expect(await loser.call("finish", { attempt: done, owner: L })).toEqual({ _tag: "FenceLost" })
+          expect(await winner.call("finish", { attempt: done, owner: W })).toEqual({ _tag: "Finished" })
+        }
+      }
+      expect(tally.a + tally.b).toBe(races)
+    })
+  })
+
+  it("38: a steal racing the owner's heartbeat at 30,001 leaves one owner everyone agrees on", async () => {
+    await withWorkers(makeTarget, 2, async ([a, b]) => {
+      const A = { hostId: "host-a", pid: a!.pid, nonce: "a" }
+      const B = { hostId: "host-b", pid: b!.pid, nonce: "b" }
+      for (let i = 0; i < 10; i++) {
+        const runId = `steal-${i}`
+        await a!.call("setClock", { ms: 0 })
+        await a!.call("create", { runId })
+        expect(await a!.call("claimAndOwn", { runId, expected: pendingSnapshot, owner: A, nowMs: 0 })).toEqual({
+          _tag: "Activated"
+        })
+        const shared = { runId, stepKeyDigest: "shared", attempt: 0, state: "running", startedAtMs: 0, meta: {} }
+        expect(await a!.call("put", { attempt: shared, owner: A })).toEqual({ _tag: "Inserted" })
+        await Promise.all([a!.call("setClock", { ms: 30_001 }), b!.call("setClock", { ms: 30_001 })])
+        const evidence = { expectedOwner: A, checkedAtMs: 30_001, kind: "cross-host-unreachable-stale" }
+        await Promise.all([
+          a!.call("heartbeat", { runId, owner: A, nowMs: 30_001 }),
+          b!.call("stealAndActivate", { runId, expected: running(A, 0), owner: B, nowMs: 30_001, evidence })
+        ])
+        const [ga, gb] = await Promise.all([a!.call("get", { runId }), b!.call("get", { runId })])
+        expect(ga.owner.nonce).toBe(gb.owner.nonce)
+        const aWon = ga.owner.nonce === "a"
+        const [winner, loser, W, L] = aWon ? [a!, b!, A, B] : [b!, a!, B, A]
+        expect((await winner.call("heartbeat", { runId, owner: W, nowMs: 30_002 }))._tag).toBe("Updated")
+        expect(await loser.call("heartbeat", { runId, owner: L, nowMs: 30_002 })).toEqual({ _tag: "FenceLost" })
+        expect(await loser.call("transitionOwned", { runId, owner: L, to: "running" })).toEqual({ _tag: "FenceLost" })
+        expect(await loser.call("put", { attempt: { ...shared, attempt: 1 }, owner: L })).toEqual({ _tag: "FenceLost" })
+        const finished = { runId, stepKeyDigest: "shared", attempt: 0, state: "succeeded", finishedAtMs: 30_003 }
+        expect(await loser.call("finish", { attempt: finished, owner: L })).toEqual({ _tag: "FenceLost" })
+        expect(await winner.call("finish", { attempt: finished, owner: W })).toEqual({ _tag: "Finished" })
+        expect(await winner.call("transitionOwned", { runId, owner: W, to: "completed" })).toEqual({
+          _tag: "Transitioned"
+        })
+      }
+    })
+  })
+
+  it("39/must-hold: a SIGKILLed owner is taken over only after staleness, only with matching evidence", async () => {
+    await withWorkers(makeTarget, 2, async ([a, b]) => {
+      const runId = "killed"
+      const A = { hostId: "h", pid: a!.pid, nonce: "a" }
+      const B = { hostId: "h", pid: b!.pid, nonce: "b" }
+      await a!.call("create", { runId })
+      expect(await a!.call("claimAndOwn", { runId, expected: pendingSnapshot, owner: A, nowMs: 0 })).toEqual({
+        _tag: "Activated"
+      })
+      await a!.call("setClock", { ms: 1_000 })
+      expect(await a!.call("heartbeat", { runId, owner: A, nowMs: 1_000 })).toEqual({
+        _tag: "Updated",
+        heartbeatAtMs: 1_000
+      })
+      const stamped = running(A, 1_000)
+      // While A is alive the probe finds no evidence, and a fresh lease cannot be taken anyway.
+      await b!.call("setClock", { ms: 1_500 })
+      expect(await b!.call("probe", { expectedOwner: A, claimant: B, checkedAtMs: 1_500 })).toBeNull()
+      expect(await b!.call("claimAndOwn", { runId, expected: stamped, owner: B, nowMs: 1_500 })).toEqual({
+        _tag: "HeartbeatFresh"
+      })
+      const exited = new Promise((resolve) => a!.child.once("exit", resolve))
+      a!.child.kill("SIGKILL")
+      await exited
+
+      await b!.call("setClock", { ms: 31_000 })
+      const fresh = await b!.call("probe", { expectedOwner: A, claimant: B, checkedAtMs: 31_000 })
+      expect(fresh).toEqual({ expectedOwner: A, checkedAtMs: 31_000, kind: "same-host-pid-dead" })
+      expect(await b!.call("claimAndOwn", { runId, expected: stamped, owner: B, nowMs: 31_000, evidence: fresh }))
+        .toEqual({ _tag: "HeartbeatFresh" })
+      await b!.call("setClock", { ms: 31_001 })
+      expect(await b!.call("claimAndOwn", { runId, expected: stamped, owner: B, nowMs: 31_001 })).toEqual({
+        _tag: "EvidenceRequired"
+      })
+      const wrongKind = { expectedOwner: A, checkedAtMs: 31_001, kind: "cross-host-unreachable-stale" }
+      expect(await b!.call("claimAndOwn", { runId, expected: stamped, owner: B, nowMs: 31_001, evidence: wrongKind }))
+        .toEqual({ _tag: "EvidenceRequired" })
+      const probed = await b!.call("probe", { expectedOwner: A, claimant: B, checkedAtMs: 31_001 })
+      expect(await b!.call("claimAndOwn", { runId, expected: stamped, owner: B, nowMs: 31_001, evidence: probed }))
+        .toEqual({ _tag: "Activated" })
+      const row = await b!.call("get", { runId })
+      expect([row.status, row.owner, row.heartbeatAtMs]).toEqual(["running", B, 31_001])
+      const facts = await b!.call("facts", { runId })
+      expect(facts).toEqual([
+        { type: "claimed", payload: { runId, owner: A, grantedAtMs: 0 } },
+        { type: "activated", payload: { runId, owner: A, grantedAtMs: 0 } },
+        { type: "stolen", payload: { runId, owner: B, grantedAtMs: 31_001 } },
+        { type: "activated", payload: { runId, owner: B, grantedAtMs: 31_001 } }
+      ])
+    })
+  })
+}
