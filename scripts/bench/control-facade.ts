@@ -112,7 +112,7 @@ const main = Effect.gen(function*() {
 
 Effect.runPromise(main).then(
   () => process.exit(0),
-  (error) => {
+  (error: unknown) => {
     process.stderr.write(`${String(error)}\n`)
     process.exit(1)
   }
