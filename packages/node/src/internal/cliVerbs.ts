@@ -178,8 +178,32 @@ const mergedJournal = (runId: string, withOwnership: boolean, eventTypes?: Reado
         .filter((entry) => eventTypes === undefined || eventTypes.length === 0 || eventTypes.includes(entry.eventType))
         .map((entry) => ({ seq: entry.seq, emittedAtMs: entry.emittedAtMs, eventType: entry.eventType, payload: entry.payload, ownership: true, entry }))
     ]
-    return views.sort((a, b) => a.emittedAtMs - b.emittedAtMs || (a.ownership === true ? 1 : 0) - (b.ownership === true ? 1 : 0) || a.seq - b.seq)
+    return mergeByTime(views)
   })
+
+/**
+ * Interleaves the run's own entries (kept in `seq` order) with ownership facts (kept in their own
+ * order) by emission time; ties keep the run's entry first.
+ */
+const mergeByTime = <V extends Render.EntryView>(views: ReadonlyArray<V>): Array<V> => {
+  const own = views.filter((v) => v.ownership !== true)
+  const facts = views.filter((v) => v.ownership === true)
+  const merged: Array<V> = []
+  let i = 0
+  let j = 0
+  while (i < own.length || j < facts.length) {
+    const a = own[i]
+    const b = facts[j]
+    if (b === undefined || (a !== undefined && a.emittedAtMs <= b.emittedAtMs)) {
+      merged.push(a!)
+      i++
+    } else {
+      merged.push(b)
+      j++
+    }
+  }
+  return merged
+}
 
 /** `baton run <runId>`. */
 export const run = (ctx: VerbContext, runId: string, tail: number) =>
@@ -529,8 +553,8 @@ export const journal = (ctx: VerbContext, runId: string, o: JournalOptions) =>
         ...facts
           .filter((entry) => types === undefined || types.includes(entry.eventType))
           .map((entry) => ({ seq: entry.seq, emittedAtMs: entry.emittedAtMs, eventType: entry.eventType, payload: entry.payload, ownership: true, entry }))
-      ].sort((a, b) => a.emittedAtMs - b.emittedAtMs)
-      yield* print(views)
+      ]
+      yield* print(mergeByTime(views))
       const lastOwn = own[own.length - 1]
       if (lastOwn !== undefined) ownAfter = lastOwn.seq
       const lastFact: JournalEvent.Entry | undefined = facts[facts.length - 1]

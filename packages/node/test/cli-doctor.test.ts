@@ -1,0 +1,91 @@
+/**
+ * node.md checks 26 and 28: `baton doctor` on a healthy database, a hung owner (SIGSTOPped: FAIL, exit 6,
+ * naming the pid), a dead owner (WARN, exit 0), a dropped table (FAIL naming the public read); and
+ * `baton journal --follow` printing another process's entries until the run completes.
+ */
+import * as Control from "@baton/control/Control"
+import { describe, expect, it } from "@effect/vitest"
+import * as Effect from "effect/Effect"
+import { spawnSync } from "node:child_process"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { baton, migratedDatabase, tempDir } from "./cli-support.js"
+import * as Support from "./example-support.js"
+
+describe("baton doctor", () => {
+  it("a dropped flows_attempts table fails the schema check naming AttemptStore.list", async () => {
+    const dir = tempDir()
+    const db = path.join(dir, "baton.db")
+    await migratedDatabase(db)
+    const healthy = await baton("doctor", "--db", db)
+    expect(healthy.code, healthy.stdout).toBe(0)
+    expect(healthy.stdout).toMatch(/^OK\s+schema\s+every public read works$/m)
+    const dropped = spawnSync("python3", ["-c", `import sqlite3; c = sqlite3.connect(${JSON.stringify(db)}); c.execute("drop table flows_attempts"); c.commit(); c.close()`])
+    expect(dropped.status, String(dropped.stderr)).toBe(0)
+    const broken = await baton("doctor", "--db", db)
+    expect(broken.code).toBe(6)
+    expect(broken.stdout).toMatch(/^FAIL\s+schema\s+AttemptStore\.list fails/m)
+    const json = JSON.parse((await baton("doctor", "--db", db, "--json")).stdout) as { ok: boolean; checks: Array<{ check: string; level: string; message: string }> }
+    expect(json.ok).toBe(false)
+    expect(json.checks.some((c) => c.level === "FAIL" && c.message.includes("AttemptStore.list"))).toBe(true)
+  })
+
+  it("a hung owner FAILs naming its pid; once killed it WARNs; a new worker takes over while journal --follow prints to completion", async () => {
+    const root = Support.makeTree(300)
+    const dir = fs.mkdtempSync(path.join(tempDir(), "doctor-"))
+    const db = path.join(dir, "baton.db")
+    const trace = path.join(dir, "trace.txt")
+    const runtime = Support.clientRuntime(db)
+    const first = Support.spawnWorker(db, "w1", trace)
+    let second: Support.WorkerProcess | undefined
+    try {
+      await runtime.runPromise(Effect.void)
+      const pid = await first.ready
+      // Drive 1 holds inside batch 2 with its heartbeat running (the crash demo's hold).
+      const runId = await runtime.runPromise(Support.launch({ root, batchFiles: 100, holdAt: { batch: 2, files: 10 } }))
+      await runtime.runPromise(Support.until(
+        Effect.map(Support.history(runId), (h) => h.own.some((e) => e.eventType === "index.held")),
+        120_000,
+        200
+      ))
+      const healthy = await baton("doctor", "--db", db)
+      expect(healthy.code, healthy.stdout).toBe(0)
+
+      // Hung: the pid is alive but the lease goes stale.
+      first.child.kill("SIGSTOP")
+      let hung = await baton("doctor", "--db", db)
+      const deadline = Date.now() + 90_000
+      while (hung.code !== 6 && Date.now() < deadline) {
+        await new Promise((r) => setTimeout(r, 2_000))
+        hung = await baton("doctor", "--db", db)
+      }
+      expect(hung.code, hung.stdout).toBe(6)
+      expect(hung.stdout).toContain(`${runId}: owner pid ${pid} is alive but not heartbeating`)
+      expect(hung.stdout).toContain(`hint: kill ${pid}, or start hosts with takeOverHungOwnersAfter`)
+
+      // Dead: a stale owner whose pid is gone is a warning; a host will take it over.
+      first.child.kill("SIGKILL")
+      await first.exited
+      const dead = await baton("doctor", "--db", db)
+      expect(dead.code, dead.stdout).toBe(0)
+      expect(dead.stdout).toMatch(new RegExp(`^WARN\\s+stuck runs\\s+${runId}: owner .*a host will take it over`, "m"))
+
+      // journal --follow (in this process) while a new worker takes the run over and completes it.
+      const follow = baton("journal", runId, "--follow", "--db", db)
+      second = Support.spawnWorker(db, "w2", trace)
+      const followed = await follow
+      expect(followed.code, followed.stderr).toBe(0)
+      expect(followed.stdout).toContain("baton.run.taken-over")
+      expect(followed.stdout).toContain("baton.run.completed")
+      expect(followed.stdout).toMatch(/^~\d+ .*flows\.consensus\.activated/m)
+      const summary = await runtime.runPromise(Effect.flatMap(Control.Control, (c) => c.getRun(runId)))
+      expect(summary.status).toBe("completed")
+      const indexed = await runtime.runPromise(Support.rows(runId))
+      expect(indexed.length).toBe(300)
+    } finally {
+      first.child.kill("SIGKILL")
+      second?.child.kill("SIGKILL")
+      await runtime.dispose()
+    }
+  }, 300_000)
+})
