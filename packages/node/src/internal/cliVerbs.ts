@@ -382,7 +382,7 @@ export const decide = (ctx: VerbContext, decision: "approve" | "deny", targetArg
     )
     const receipt = decision === "approve" ? yield* control.approve(input) : yield* control.deny(input)
     const verb = decision === "approve" ? "approved" : "denied"
-    if (ctx.globals.json) {
+    if (ctx.globals.json && (receipt._tag === "Accepted" || receipt._tag === "AlreadyApplied")) {
       yield* outJson({ receipt, decision: verb, target })
     }
     switch (receipt._tag) {
