@@ -195,9 +195,10 @@ const applyOne = (
 export const run = (
   sets: ReadonlyArray<MigrationSet>,
   options?: { readonly retry?: DurableWriter.WriteRetryOptions }
-): Effect.Effect<ReadonlyArray<AppliedMigration>, MigrationError | DurableWriter.DatabaseError, SqlClient.SqlClient> =>
-  Effect.gen(function*() {
-    const planned = Ledger.plan(sets)
+): Effect.Effect<ReadonlyArray<AppliedMigration>, MigrationError | DurableWriter.DatabaseError, SqlClient.SqlClient> => {
+  // Snapshot now: later changes to the sets do not change this pass.
+  const planned = Ledger.plan(sets)
+  return Effect.gen(function*() {
     if (planned._tag === "Invalid") return yield* fail("invalid_set", planned.message)
     const plan = planned.plan
     const sql = yield* SqlClient.SqlClient
@@ -224,6 +225,7 @@ export const run = (
       return applied
     }))
   })
+}
 
 /**
  * `run(sets)` as a layer: build it below the stores (`Layer.provideMerge`) so they
@@ -247,9 +249,9 @@ export const layer = (
  */
 export const status = (
   sets: ReadonlyArray<MigrationSet>
-): Effect.Effect<MigrationStatus, MigrationError | DurableWriter.DatabaseError, SqlClient.SqlClient> =>
-  Effect.gen(function*() {
-    const planned = Ledger.plan(sets)
+): Effect.Effect<MigrationStatus, MigrationError | DurableWriter.DatabaseError, SqlClient.SqlClient> => {
+  const planned = Ledger.plan(sets)
+  return Effect.gen(function*() {
     if (planned._tag === "Invalid") return yield* fail("invalid_set", planned.message)
     const sql = yield* SqlClient.SqlClient
     const exists = yield* ledgerTableExists(sql).pipe(Effect.mapError(DurableWriter.fromSqlError))
@@ -262,3 +264,4 @@ export const status = (
       foreign: verified.foreign.map(strip)
     }
   })
+}

@@ -137,6 +137,13 @@ export const migrationSuite = (layer: () => DatabaseLayer) => {
     }))
   }
 
+  test("sets are snapshotted when run is called", Effect.gen(function*() {
+    const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.SqlClient>> = { "0001_one": createTable("t_one") }
+    const pass = Migrations.run([{ namespace: "app", idOffset: 10_000, migrations }])
+    migrations["0002_two"] = createTable("t_two")
+    expect((yield* pass).map((m) => m.id)).toEqual([10_001])
+  }))
+
   test("an empty set is allowed", Effect.gen(function*() {
     expect(yield* Migrations.run([{ namespace: "empty", idOffset: 3000, migrations: {} }])).toEqual([])
   }))
