@@ -9,12 +9,12 @@ import * as Journal from "@baton/journal/Journal"
 import type { SqlJournalOptions } from "@baton/journal/SqlJournal"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { describe, expect, it } from "@effect/vitest"
-import { Deferred, Effect, Fiber, type Layer, Option, Queue, Stream, TestClock } from "effect"
+import { Deferred, Effect, Fiber, type Layer, Option, Queue, type Scope, Stream, TestClock } from "effect"
 import { A, B, count, own, rows, S } from "./owners.js"
 
 type Env = Journal.Journal | Consensus | DurableWriter | SqlClient.SqlClient
 
-const ev = (runId: string, payload: unknown, extra: Partial<Journal.Service extends never ? never : Record<string, unknown>> = {}) => ({
+const ev = (runId: string, payload: unknown, extra: Record<string, unknown> = {}) => ({
   runId,
   sourceId: "s",
   eventType: "x",
@@ -30,7 +30,7 @@ export const journalContract = (
   describe(`Journal contract: ${name}`, () => {
     const test = (
       title: string,
-      body: (journal: Journal.Service) => Effect.Effect<void, unknown, Env>,
+      body: (journal: Journal.Service) => Effect.Effect<void, unknown, Env | Scope.Scope>,
       options: SqlJournalOptions = {}
     ) =>
       it.effect(
