@@ -305,6 +305,61 @@ describe("SqliteDatabase read-only open (spec 9.4)", () => {
     }))
 })
 
+describe("SqliteDatabase migration refusals write nothing", () => {
+  const v1: Migrations.MigrationSet = {
+    namespace: "app",
+    idOffset: 10_000,
+    migrations: {
+      "0001_items": Effect.flatMap(SqlClient.SqlClient, (sql) => sql`CREATE TABLE items (id INTEGER PRIMARY KEY)`)
+    }
+  }
+  const v2: Migrations.MigrationSet = {
+    ...v1,
+    migrations: {
+      ...v1.migrations,
+      "0002_tags": Effect.flatMap(SqlClient.SqlClient, (sql) => sql`CREATE TABLE tags (id INTEGER PRIMARY KEY)`)
+    }
+  }
+  const renamed: Migrations.MigrationSet = {
+    ...v1,
+    migrations: { "0001_things": v1.migrations["0001_items"]!, "0002_tags": v2.migrations["0002_tags"]! }
+  }
+  const refused = (filename: string, sets: ReadonlyArray<Migrations.MigrationSet>, readOnly = false) =>
+    withDatabase({ filename, readOnly }, Migrations.run(sets)).pipe(Effect.flip)
+
+  it.live("a file whose ledger is ahead of this build, or whose history changed, is refused and left byte-identical", () =>
+    Effect.gen(function*() {
+      const dir = tempDir()
+      const filename = path.join(dir, "app.db")
+      yield* withDatabase({ filename }, Migrations.run([v2]))
+      const before = fs.readFileSync(filename)
+      const ahead = yield* refused(filename, [v1])
+      expect(ahead.reason).toBe("ahead")
+      expect(ahead.message).toBe(
+        "the database is ahead of this build: 10002 (app_tags) is recorded, but app declares migrations only up to 10001; upgrade app or open another database"
+      )
+      expect((yield* refused(filename, [v1], true)).reason).toBe("ahead")
+      const mismatch = yield* refused(filename, [renamed])
+      expect(mismatch.reason).toBe("history_mismatch")
+      expect(mismatch.message).toBe("migration 10001 is recorded as app_items but this build declares app_things")
+      expect(fs.readFileSync(filename).equals(before)).toBe(true)
+    }))
+
+  it.live("a read-only client with a pending migration returns [] and applies nothing (check 21)", () =>
+    Effect.gen(function*() {
+      const dir = tempDir()
+      const filename = path.join(dir, "app.db")
+      yield* withDatabase({ filename }, Migrations.run([v1]))
+      expect(yield* withDatabase({ filename, readOnly: true }, Migrations.run([v2]))).toEqual([])
+      const db = new Sqlite(filename, { readonly: true })
+      const ids = db.prepare("SELECT migration_id FROM flows_migrations").pluck().all()
+      const tags = db.prepare("SELECT name FROM sqlite_master WHERE name = 'tags'").all()
+      db.close()
+      expect(ids).toEqual([10001])
+      expect(tags).toEqual([])
+    }))
+})
+
 describe("SqliteDatabase driver recovery (check 15)", () => {
   it.live("with a peer holding the write lock and maxAttempts 1, a write fails typed busy (no rollback defect)", () =>
     Effect.gen(function*() {
