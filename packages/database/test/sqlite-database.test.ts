@@ -325,7 +325,13 @@ describe("SqliteDatabase migration refusals write nothing", () => {
     migrations: { "0001_things": v1.migrations["0001_items"]!, "0002_tags": v2.migrations["0002_tags"]! }
   }
   const refused = (filename: string, sets: ReadonlyArray<Migrations.MigrationSet>, readOnly = false) =>
-    withDatabase({ filename, readOnly }, Migrations.run(sets)).pipe(Effect.flip)
+    withDatabase({ filename, readOnly }, Migrations.run(sets)).pipe(
+      Effect.flip,
+      Effect.filterOrDieMessage(
+        (error): error is Migrations.MigrationError => error._tag === "@baton/database/MigrationError",
+        "expected a MigrationError"
+      )
+    )
 
   it.live("a file whose ledger is ahead of this build, or whose history changed, is refused and left byte-identical", () =>
     Effect.gen(function*() {
