@@ -33,6 +33,8 @@ export const spawnWorker = (args: ReadonlyArray<string>): Promise<Worker> =>
       reject(new Error(`worker exited ${code ?? signal} before ready: ${stderr}`))
     })
     readline.createInterface({ input: child.stdout! }).on("line", (line) => {
+      // Effect's default logger also writes to stdout: only protocol lines are JSON objects.
+      if (!line.startsWith("{")) return
       const message = JSON.parse(line)
       if (message.ready) {
         resolve({
