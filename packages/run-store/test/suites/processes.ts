@@ -34,7 +34,7 @@ const withWorkers = async (
 }
 
 export const processSuite = (makeTarget: () => Promise<Target>, races: number) => {
-  it(`37/must-hold: two processes race claimAndOwn on ${races} pending runs; exactly one Activated each`, async () => {
+  it(`37/must-hold: two processes race claimAndOwn on ${races} pending runs (exactly one Activated each), then requestCancel against a guarded completion`, async () => {
     await withWorkers(makeTarget, 2, async ([a, b]) => {
       const A = { hostId: "host", pid: a!.pid, nonce: "a" }
       const B = { hostId: "host", pid: b!.pid, nonce: "b" }
@@ -78,6 +78,24 @@ export const processSuite = (makeTarget: () => Promise<Target>, races: number) =
       const [oa, ob] = await Promise.all([a!.call("ownersOf", { runIds }), b!.call("ownersOf", { runIds })])
       expect(oa).toEqual(winners)
       expect(ob).toEqual(winners)
+
+      // must-hold: requestCancel (loser's process) races the owner's guarded completion on every run.
+      const pairs = new Map<string, number>()
+      for (let i = 0; i < races; i++) {
+        const runId = runIds[i]!
+        const W = winners[i] as { nonce: string }
+        const [owner, observer] = W.nonce === "a" ? [a!, b!] : [b!, a!]
+        const [cancel, transition] = await Promise.all([
+          observer.call("requestCancel", { runId, nowMs: 7 }),
+          owner.call("transitionOwned", { runId, owner: W, to: "completed", guard: { cancelRequested: "absent" } })
+        ])
+        const pair = `${cancel._tag}${cancel.status ? `{${cancel.status}}` : ""}/${transition._tag}`
+        pairs.set(pair, (pairs.get(pair) ?? 0) + 1)
+      }
+      for (const pair of pairs.keys()) {
+        expect(["CancelRequested/GuardFailed", "Terminal{completed}/Transitioned"]).toContain(pair)
+      }
+      expect([...pairs.values()].reduce((x, y) => x + y, 0)).toBe(races)
     })
   })
 
