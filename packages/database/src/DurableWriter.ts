@@ -15,13 +15,13 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
-import * as Random from "effect/Random"
 import * as Schema from "effect/Schema"
 import * as Classify from "./internal/classify.js"
 import * as ClientInfo from "./internal/clientInfo.js"
 import * as Gate from "./internal/gate.js"
 import * as IntentionLocks from "./internal/intentionLocks.js"
 import * as ManagedWrite from "./internal/managedWrite.js"
+import * as RetryPolicy from "./internal/retryPolicy.js"
 import * as TransactionDriver from "./internal/transactionDriver.js"
 
 /**
@@ -272,40 +272,8 @@ export const afterCommit = (update: Effect.Effect<void>, client?: SqlClient.SqlC
     return true
   })
 
-interface Policy {
-  readonly maxAttempts: number
-  readonly baseDelayMs: number
-  readonly maxDelayMs: number
-}
-
-const clamp = (value: number | undefined, fallback: number): number =>
-  value === undefined ? fallback : Number.isSafeInteger(value) && value >= 1 ? value : 1
-
-const policyOf = (options: WriteRetryOptions | undefined): Policy => ({
-  maxAttempts: clamp(options?.maxAttempts, 10),
-  baseDelayMs: clamp(options?.baseDelayMs, 50),
-  maxDelayMs: clamp(options?.maxDelayMs, 10_000)
-})
-
 const isSqlError = (u: unknown): u is SqlError =>
   typeof u === "object" && u !== null && (u as { _tag?: unknown })._tag === "SqlError"
-
-/**
- * Replay iff some reason carries SQL provenance classified `busy` and none carries a
- * hard code; interruptions never replay (spec 6.4).
- */
-const isRetryableCause = (cause: Cause.Cause<unknown>): boolean => {
-  if (Cause.isInterrupted(cause)) return false
-  const reasons = [...Cause.failures(cause), ...Cause.defects(cause)]
-  let busy = false
-  for (const reason of reasons) {
-    const code = Classify.codeOf(reason)
-    if (code === undefined) continue
-    if (Classify.hardCodes.has(code)) return false
-    if (code === "busy") busy = true
-  }
-  return busy
-}
 
 /** Every `SqlError` in the cause, failure or defect, leaves as a typed `DatabaseError`. */
 const normalizeCause = <E>(cause: Cause.Cause<E>): Cause.Cause<Exclude<E, SqlError> | DatabaseError> =>
@@ -317,10 +285,6 @@ const normalizeCause = <E>(cause: Cause.Cause<E>): Cause.Cause<Exclude<E, SqlErr
     onSequential: (left, right) => Cause.sequential(left, right),
     onParallel: (left, right) => Cause.parallel(left, right)
   })
-
-const invalidKey = (key: unknown): boolean =>
-  typeof key !== "string" || key.length === 0 || key.length > 1024 || key.includes("\u0000") ||
-  /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/.test(key)
 
 const runHooks = (hooks: ReadonlyArray<Effect.Effect<void>>): Effect.Effect<void> =>
   Effect.forEach(
@@ -338,16 +302,10 @@ const runHooks = (hooks: ReadonlyArray<Effect.Effect<void>>): Effect.Effect<void
  * @category constructors
  */
 export const make = (sql: SqlClient.SqlClient, options?: WriteRetryOptions): Service => {
-  const policy = policyOf(options)
+  const policy = RetryPolicy.policyOf(options)
   const gate = Gate.make()
   const database = ClientInfo.databaseOf(sql)
   const postgres = sql.onDialectOrElse({ pg: () => true, orElse: () => false })
-
-  const delayOf = (replay: number): Effect.Effect<number> =>
-    Effect.map(
-      Random.nextRange(0.8, 1.2),
-      (jitter) => Math.min(policy.maxDelayMs, policy.baseDelayMs * 2 ** (replay - 1) * jitter)
-    )
 
   const outermost = <A, E, R>(body: Effect.Effect<A, E, R>, key: string | undefined) => {
     const attempt = Effect.suspend(() => {
@@ -380,8 +338,8 @@ export const make = (sql: SqlClient.SqlClient, options?: WriteRetryOptions): Ser
       attemptNumber: number
     ): Effect.Effect<readonly [A, ReadonlyArray<Effect.Effect<void>>], E | SqlError, R> =>
       Effect.catchAllCause(attempt, (cause) =>
-        attemptNumber < policy.maxAttempts && isRetryableCause(cause)
-          ? Effect.flatMap(delayOf(attemptNumber), (delay) =>
+        attemptNumber < policy.maxAttempts && RetryPolicy.isRetryableCause(cause)
+          ? Effect.flatMap(RetryPolicy.delayOf(policy, attemptNumber), (delay) =>
             Metric.increment(writeRetries).pipe(
               Effect.zipRight(Effect.sleep(Duration.millis(delay))),
               Effect.zipRight(loop(attemptNumber + 1))
@@ -446,7 +404,7 @@ export const make = (sql: SqlClient.SqlClient, options?: WriteRetryOptions): Ser
   ): Effect.Effect<A, Exclude<E, SqlError> | DatabaseError, R> =>
     Effect.suspend(() => {
       const key = options?.key
-      if (key !== undefined && invalidKey(key)) return Effect.dieMessage("DurableWriter: invalid lock key")
+      if (key !== undefined && !RetryPolicy.isValidKey(key)) return Effect.dieMessage("DurableWriter: invalid lock key")
       return Effect.flatMap(
         Effect.serviceOption(SqlClient.TransactionConnection),
         (transaction): Effect.Effect<A, E | SqlError, R> =>

@@ -14,10 +14,10 @@ import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import * as Dialect from "./Dialect.js"
 import * as DurableWriter from "./DurableWriter.js"
-import * as Classify from "./internal/classify.js"
 import * as ClientInfo from "./internal/clientInfo.js"
 import * as Ledger from "./internal/ledger.js"
 import * as PgJsonValid from "./internal/pgJsonValid.js"
+import * as RetryPolicy from "./internal/retryPolicy.js"
 
 /**
  * The ledger table's name.
@@ -165,9 +165,7 @@ const applyOne = (
 ): Effect.Effect<void, MigrationError | DurableWriter.DatabaseError, SqlClient.SqlClient> =>
   Effect.catchAllCause(migration.effect, (cause): Effect.Effect<never, MigrationError | DurableWriter.DatabaseError> => {
     if (Cause.isInterruptedOnly(cause)) return Effect.failCause(cause as Cause.Cause<never>)
-    const reasons = [...Cause.failures(cause), ...Cause.defects(cause)]
-    const codes = reasons.map(Classify.codeOf)
-    if (codes.includes("busy") && !codes.some((code) => code !== undefined && Classify.hardCodes.has(code))) {
+    if (RetryPolicy.isRetryableCause(cause)) {
       return Effect.fail(new DurableWriter.DatabaseError({ code: "busy", cause: Cause.squash(cause) }))
     }
     return Effect.fail(

@@ -1,0 +1,69 @@
+/**
+ * The retry policy of outermost writes (spec 6.4) and the lock-key rule (6.1), shared
+ * by the writer and the ledger pass so both decide a replay the same way.
+ *
+ * @internal
+ */
+import * as Cause from "effect/Cause"
+import * as Effect from "effect/Effect"
+import * as Random from "effect/Random"
+import * as Classify from "./classify.js"
+
+/** @internal */
+export interface Policy {
+  readonly maxAttempts: number
+  readonly baseDelayMs: number
+  readonly maxDelayMs: number
+}
+
+/** Options that are not safe integers ≥ 1 clamp to 1: fewer retries, never unbounded ones. */
+const clamp = (value: number | undefined, fallback: number): number =>
+  value === undefined ? fallback : Number.isSafeInteger(value) && value >= 1 ? value : 1
+
+/** @internal */
+export const policyOf = (
+  options: { readonly maxAttempts?: number; readonly baseDelayMs?: number; readonly maxDelayMs?: number } | undefined
+): Policy => ({
+  maxAttempts: clamp(options?.maxAttempts, 10),
+  baseDelayMs: clamp(options?.baseDelayMs, 50),
+  maxDelayMs: clamp(options?.maxDelayMs, 10_000)
+})
+
+/**
+ * Delay before replay `replay` (1-based), in ms: `base × 2^(replay−1)` times a uniform
+ * jitter in [0.8, 1.2] from Effect's `Random` (tests inject one), then capped.
+ *
+ * @internal
+ */
+export const delayOf = (policy: Policy, replay: number): Effect.Effect<number> =>
+  Effect.map(
+    Random.nextRange(0.8, 1.2),
+    (jitter) => Math.min(policy.maxDelayMs, policy.baseDelayMs * 2 ** (replay - 1) * jitter)
+  )
+
+/**
+ * Replay iff some failure or defect carries SQL provenance classified `busy` and none
+ * carries a hard code; interruptions never replay.
+ *
+ * @internal
+ */
+export const isRetryableCause = (cause: Cause.Cause<unknown>): boolean => {
+  if (Cause.isInterrupted(cause)) return false
+  let busy = false
+  for (const reason of [...Cause.failures(cause), ...Cause.defects(cause)]) {
+    const code = Classify.codeOf(reason)
+    if (code === undefined) continue
+    if (Classify.hardCodes.has(code)) return false
+    if (code === "busy") busy = true
+  }
+  return busy
+}
+
+/**
+ * A lock key is 1..1024 UTF-16 code units without U+0000 or an unpaired surrogate.
+ *
+ * @internal
+ */
+export const isValidKey = (key: unknown): key is string =>
+  typeof key === "string" && key.length > 0 && key.length <= 1024 && !key.includes("\u0000") &&
+  !/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/.test(key)
