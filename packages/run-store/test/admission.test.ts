@@ -189,6 +189,18 @@ describe("admission and errors", () => {
       yield* expectInvalid(store.steal("c", running(A, 0), B, 40_002, ev(A, B, 40_002)), "steal")
     })))
 
+  it.effect("46 (SQLite): Effect's Clock is the reference: 60 s ahead refused, 60 s behind admitted", () =>
+    run(Effect.gen(function*() {
+      const store = yield* RunStore.RunStore
+      yield* TestClock.setTime(100_000)
+      yield* store.create("r", "{}")
+      const error = yield* expectInvalid(store.claimAndOwn("r", pending, A, 160_000), "claimAndOwn")
+      expect(error.cause).toMatchObject({ field: "nowMs", nowMs: 160_000, clockMs: 100_000, detail: "effect clock" })
+      expect((yield* store.get("r")).status).toBe("pending")
+      expect(yield* store.claimAndOwn("r", pending, A, 40_000)).toEqual({ _tag: "Activated" })
+      expect(yield* store.heartbeat("r", A, 30_000)).toEqual({ _tag: "Updated", heartbeatAtMs: 40_000 })
+    })))
+
   it.effect("8: inputs are read inert; a RunRow is accepted as a snapshot", () =>
     run(Effect.gen(function*() {
       const store = yield* RunStore.RunStore
