@@ -4,7 +4,7 @@
  */
 import { expect, it } from "@effect/vitest"
 import * as SqlClient from "@effect/sql/SqlClient"
-import { Cause, Deferred, Effect, Exit, Fiber, Layer, Ref } from "effect"
+import { Cause, Deferred, Effect, Exit, Fiber, Layer, Logger, Ref } from "effect"
 import * as DurableWriter from "@baton/database/DurableWriter"
 
 type DatabaseLayer = Layer.Layer<SqlClient.SqlClient | DurableWriter.DurableWriter, unknown>
@@ -177,13 +177,20 @@ export const writerSuite = (layer: () => DatabaseLayer, options: { readonly keys
   test("a hook that starts a write completes; a defecting hook is logged and later hooks still run", Effect.gen(function*() {
     const { names, sql, writer } = yield* setup
     const runs = yield* Ref.make<Array<string>>([])
+    const logged: Array<string> = []
+    const capture = Logger.make(({ cause, logLevel, message }) => {
+      logged.push(`${logLevel.label} ${String(message)} ${Cause.pretty(cause)}`)
+    })
     const value = yield* writer.write(Effect.gen(function*() {
       yield* DurableWriter.afterCommit(Effect.orDie(writer.write(sql`INSERT INTO items (name) VALUES ('from-hook')`)))
       yield* DurableWriter.afterCommit(Effect.dieMessage("hook defect"))
       yield* DurableWriter.afterCommit(Ref.update(runs, (all) => [...all, "later"]))
       return "done"
-    }))
+    })).pipe(Effect.provide(Logger.replace(Logger.defaultLogger, capture)))
     expect(value).toBe("done")
+    expect(logged.length).toBe(1)
+    expect(logged[0]).toContain("ERROR")
+    expect(logged[0]).toContain("hook defect")
     expect(yield* names).toEqual(["from-hook"])
     expect(yield* Ref.get(runs)).toEqual(["later"])
   }))
@@ -214,4 +221,15 @@ export const writerSuite = (layer: () => DatabaseLayer, options: { readonly keys
       )
     }
   }).pipe(Effect.scoped))
+
+  test("affectedRows reads the driver's raw result of a write statement", Effect.gen(function*() {
+    const { sql, writer } = yield* setup
+    yield* writer.write(Effect.all([sql`INSERT INTO items (name) VALUES ('a')`, sql`INSERT INTO items (name) VALUES ('b')`]))
+    const changed = yield* writer.write(
+      Effect.flatMap(sql`UPDATE items SET name = name || '!'`.raw, DurableWriter.affectedRows)
+    )
+    expect(changed).toBe(2)
+    const none = yield* writer.write(Effect.flatMap(sql`DELETE FROM items WHERE name = 'zzz'`.raw, DurableWriter.affectedRows))
+    expect(none).toBe(0)
+  }))
 }
