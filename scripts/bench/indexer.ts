@@ -26,6 +26,7 @@ interface StartSummary {
   readonly recoveryMs?: number
   readonly takeovers: number
   readonly compare?: { readonly plainFilesPerSecond: number; readonly ratio?: number }
+  readonly plain?: { readonly hashMs: number }
 }
 
 const runStart = (args: ReadonlyArray<string>): Promise<{ readonly wallMs: number; readonly summary: StartSummary }> =>
@@ -89,6 +90,8 @@ const main = async () => {
     plainFilesPerSecond: median(results.map((r) => r.summary.compare?.plainFilesPerSecond ?? 0)),
     e1Ratio: median(results.map((r) => r.summary.compare?.ratio ?? 0)),
     e2CommandMs: median(results.map((r) => r.wallMs)),
+    // The same command without the plain loop's hashing (pnpm start -- --yes does not run it).
+    e2WithoutCompareMs: median(results.map((r) => r.wallMs - (r.summary.plain?.hashMs ?? 0))),
     e3RecoveryMs: recoveryMs
   }
   process.stdout.write(
@@ -99,7 +102,7 @@ const main = async () => {
       `| Baton hashing-phase rate (median) | ${Math.round(report.batonFilesPerSecond)} files/s |`,
       `| plain loop rate (median) | ${Math.round(report.plainFilesPerSecond)} files/s |`,
       `| E1 ratio (median; goal ≥ 0.5) | ${report.e1Ratio.toFixed(2)} |`,
-      `| E2 command to summary (median; goal ≤ 15 s, includes --compare) | ${(report.e2CommandMs / 1000).toFixed(1)} s |`,
+      `| E2 command to summary (median; goal ≤ 15 s) | ${(report.e2WithoutCompareMs / 1000).toFixed(1)} s (${(report.e2CommandMs / 1000).toFixed(1)} s with --compare) |`,
       `| E3 SIGKILL → takeover (goal 29–33 s) | ${report.e3RecoveryMs === undefined ? "-" : `${(report.e3RecoveryMs / 1000).toFixed(1)} s`} |`,
       `| machine | ${report.machine} |`
     ].join("\n") + "\n"
