@@ -67,4 +67,18 @@ describe("DurableWriter in-process queue", () => {
       yield* Fiber.join(interrupting)
       expect(yield* names).toEqual(["holder", "cleanup"])
     }).pipe(Effect.provide(TestDatabase.layer)))
+
+  it.effect("queued writes commit in arrival order", () =>
+    Effect.gen(function*() {
+      const { holder, names, release, sql, writer } = yield* setup
+      const queued: Array<Fiber.RuntimeFiber<void, unknown>> = []
+      for (const name of ["q1", "q2", "q3", "q4", "q5"]) {
+        queued.push(yield* Effect.fork(writer.write(sql`INSERT INTO items (name) VALUES (${name})`, { key: name })))
+        yield* settle
+      }
+      yield* Deferred.succeed(release, undefined)
+      yield* Fiber.join(holder)
+      yield* Effect.forEach(queued, Fiber.join)
+      expect(yield* names).toEqual(["holder", "q1", "q2", "q3", "q4", "q5"])
+    }).pipe(Effect.provide(TestDatabase.layer)))
 })
