@@ -70,9 +70,10 @@ describe("cli approve, deny and signal against a live host", () => {
       const denial = journal.find((e) => e.eventType === "control.approval.denied")
       expect(denial?.payload.reason).toBe("no")
       expect(denial?.payload.principal.id).toBe("bob")
-      // The default key with another reason is a conflict.
-      const conflict = await cli("deny", `${r2}:deploy`, "--reason", "changed my mind", "--as", "bob")
-      expect(conflict.code).toBe(4)
+      // Deciding again once the run has ended is refused by its state.
+      const again = await cli("deny", `${r2}:deploy`, "--reason", "changed my mind", "--as", "bob")
+      expect(again.code).toBe(4)
+      expect(again.stderr).toContain(`${r2} is already failed`)
 
       // Signal a parked run.
       const r3 = await launch("wait-signal", "plan-3")

@@ -357,6 +357,9 @@ export const decide = (ctx: VerbContext, decision: "approve" | "deny", targetArg
       const summary = yield* control.getRun(parsed.runId)
       const open = (summary.pendingWaits ?? []).filter((w) => w.reason === "approval")
       const wait = open.find((w) => w.name === parsed.requestId)
+      if ((wait === undefined || wait.tokenDigest === undefined) && terminalStatuses.has(summary.status)) {
+        return yield* new CliFailure({ exitCode: 4, code: "terminal", message: `${parsed.runId} is already ${summary.status}` })
+      }
       if (wait === undefined || wait.tokenDigest === undefined) {
         return yield* new CliFailure({
           exitCode: 3,
