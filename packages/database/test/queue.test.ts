@@ -71,7 +71,7 @@ describe("DurableWriter in-process queue", () => {
   it.effect("queued writes commit in arrival order", () =>
     Effect.gen(function*() {
       const { holder, names, release, sql, writer } = yield* setup
-      const queued: Array<Fiber.RuntimeFiber<void, unknown>> = []
+      const queued: Array<Fiber.RuntimeFiber<unknown, unknown>> = []
       for (const name of ["q1", "q2", "q3", "q4", "q5"]) {
         queued.push(yield* Effect.fork(writer.write(sql`INSERT INTO items (name) VALUES (${name})`, { key: name })))
         yield* settle
