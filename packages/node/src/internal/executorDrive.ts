@@ -231,12 +231,19 @@ export const drive = (
     register(state)
     control.state = state
     const completedSteps = Array.from(latest.values()).filter((a) => a.state === "completed").length
-    const driven = yield* Effect.either(durable(state, "baton.run.driven", {
-      drive: drives,
-      owner: { hostId: owner.hostId, pid: owner.pid },
-      cause,
-      skippedSteps: completedSteps
-    }))
+    // The drive's first write: its journal entry and control's `running` status, together.
+    const driven = yield* Effect.either(env.journal.transact(
+      Effect.zipRight(
+        durable(state, "baton.run.driven", {
+          drive: drives,
+          owner: { hostId: owner.hostId, pid: owner.pid },
+          cause,
+          skippedSteps: completedSteps
+        }),
+        summary.status === "running" ? Effect.void : env.runtime.writeStatus(runId, fence, "running")
+      ),
+      { key: runId }
+    ))
     if (driven._tag === "Left") {
       const lost = isFenceLoss(driven.left)
       const released = lost ? false : yield* release(env, state, "storage-failed")
