@@ -1,0 +1,89 @@
+/**
+ * `pnpm bench -- run-store`: run lifecycles per second (create → claimAndOwn → 10 heartbeats →
+ * transitionOwned completed, with leases and journal facts) against the raw-driver floor of the
+ * same row writes, on SQLite and PostgreSQL; 4 processes on one SQLite file versus one; and
+ * heartbeats from 8 PostgreSQL connections on 8 runs versus one connection. Each measurement
+ * runs in its own process (`packages/run-store/test/fixtures/bench-lifecycle.ts`).
+ * PostgreSQL runs when `BATON_BENCH_PG_URL` or `BATON_TEST_PG_URL` is set.
+ */
+import { execFileSync, spawn } from "node:child_process"
+import { randomBytes } from "node:crypto"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { fileURLToPath } from "node:url"
+
+const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..")
+const fixture = path.join(repoRoot, "packages/run-store/test/fixtures/bench-lifecycle.ts")
+const env = { ...process.env, TSX_TSCONFIG_PATH: path.join(repoRoot, "tsconfig.base.json") }
+const quiet = { ...process.env, PGOPTIONS: "--client-min-messages=warning" }
+const pgUrl = process.env["BATON_BENCH_PG_URL"] ?? process.env["BATON_TEST_PG_URL"]
+
+interface Result {
+  readonly count: number
+  readonly ms: number
+}
+
+const measure = (args: ReadonlyArray<string>): Promise<Result> =>
+  new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ["--import", "tsx", fixture, ...args], { cwd: repoRoot, env })
+    let out = ""
+    let err = ""
+    child.stdout.on("data", (c) => (out += String(c)))
+    child.stderr.on("data", (c) => (err += String(c)))
+    child.on("close", (code) => {
+      const line = out.split("\n").find((l) => l.startsWith("{"))
+      if (code !== 0 || line === undefined) return reject(new Error(`bench worker failed (${code}): ${err}`))
+      resolve(JSON.parse(line))
+    })
+  })
+
+const rate = (r: Result) => (r.count * 1000) / r.ms
+const fmt = (n: number) => n.toFixed(n < 10 ? 2 : 1)
+const rows: Array<[string, string, string]> = []
+const row = (what: string, value: number, ratio: string) => {
+  rows.push([what, fmt(value), ratio])
+  process.stdout.write(`${what}: ${fmt(value)}/s ${ratio}\n`)
+}
+
+const LIFECYCLES = Number(process.env["BATON_BENCH_LIFECYCLES"] ?? 60)
+
+// SQLite: one process through the stores versus the raw floor, then 4 processes.
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), "run-store-bench-"))
+const file = path.join(dir, "runs.db")
+await measure(["sqlite", file, "lifecycle", "1", "warmup"])
+const one = await measure(["sqlite", file, "lifecycle", String(LIFECYCLES), "one"])
+const raw = await measure(["sqlite", file, "raw", String(LIFECYCLES * 10), "raw"])
+row("SQLite lifecycles, 1 process (stores)", rate(one), `ratio to raw floor ${(rate(one) / rate(raw)).toFixed(3)}`)
+row("SQLite lifecycles, raw better-sqlite3 floor", rate(raw), "1")
+const start = performance.now()
+const four = await Promise.all([0, 1, 2, 3].map((i) => measure(["sqlite", file, "lifecycle", String(LIFECYCLES), `four-${i}`])))
+const wall = performance.now() - start
+const aggregate = (four.reduce((n, r) => n + r.count, 0) * 1000) / Math.max(...four.map((r) => r.ms))
+row("SQLite lifecycles, 4 processes aggregate", aggregate, `ratio to 1 process ${(aggregate / rate(one)).toFixed(2)}`)
+process.stdout.write(`(4-process wall time including process start: ${fmt(wall / 1000)} s)\n`)
+fs.rmSync(dir, { recursive: true, force: true })
+
+if (pgUrl !== undefined) {
+  const schema = `bench_${randomBytes(8).toString("hex")}`
+  execFileSync("psql", [pgUrl, "-qc", `CREATE SCHEMA ${schema}`], { env: quiet })
+  try {
+    const target = ["pg", pgUrl, schema]
+    await measure([...target, "lifecycle", "1", "warmup"])
+    const pgOne = await measure([...target, "lifecycle", String(LIFECYCLES), "one"])
+    const pgRaw = await measure([...target, "raw", String(LIFECYCLES), "raw"])
+    row("PostgreSQL lifecycles (stores)", rate(pgOne), `ratio to raw floor ${(rate(pgOne) / rate(pgRaw)).toFixed(3)}`)
+    row("PostgreSQL lifecycles, raw node-postgres floor", rate(pgRaw), "1")
+    const hb1 = await measure([...target, "heartbeats", "400", "1"])
+    const hb8 = await measure([...target, "heartbeats", "400", "8"])
+    row("PostgreSQL heartbeats, 1 connection, 1 run", rate(hb1), "1")
+    row("PostgreSQL heartbeats, 8 connections, 8 runs", rate(hb8), `ratio to 1 connection ${(rate(hb8) / rate(hb1)).toFixed(2)}`)
+  } finally {
+    execFileSync("psql", [pgUrl, "-qc", `DROP SCHEMA ${schema} CASCADE`], { env: quiet })
+  }
+} else {
+  process.stdout.write("PostgreSQL skipped: set BATON_BENCH_PG_URL or BATON_TEST_PG_URL\n")
+}
+
+process.stdout.write("\n| Measurement | per second | ratio |\n| --- | ---: | ---: |\n")
+for (const [what, value, ratio] of rows) process.stdout.write(`| ${what} | ${value} | ${ratio} |\n`)
