@@ -708,17 +708,22 @@ export const make: Effect.Effect<Service, never, ControlRuntime.ControlRuntime |
 
     const list: Service["list"] = (request) => listImpl(runtime, decorate, request)
 
+    // The run store appends its ownership facts to the `Journal` of the caller's context; pin it to
+    // this facade's journal so those facts join the facade's transactions whoever calls.
+    const pinned = <A extends ReadonlyArray<unknown>, B, E2>(verb: (...args: A) => Effect.Effect<B, E2>) =>
+    (...args: A): Effect.Effect<B, E2> => Effect.provideService(verb(...args), Journal.Journal, journal)
+
     return Control.of({
-      plan,
-      run,
-      approve: decide("approved"),
-      deny: decide("denied"),
-      steer,
-      signal,
-      cancel,
-      resume,
-      getRun,
-      list
+      plan: pinned(plan),
+      run: pinned(run),
+      approve: pinned(decide("approved")),
+      deny: pinned(decide("denied")),
+      steer: pinned(steer),
+      signal: pinned(signal),
+      cancel: pinned(cancel),
+      resume: pinned(resume),
+      getRun: pinned(getRun),
+      list: pinned(list)
     })
   }
 )
