@@ -223,13 +223,15 @@ describe("SqliteDatabase refusals (check 24)", () => {
   // As root, permissions do not stop the process; the open runs as "nobody" instead.
   const asUnprivileged = process.getuid?.() === 0 ? { uid: 65534, gid: 65534 } : {}
   const fixture = new URL("./fixtures/open-attempt.ts", import.meta.url)
-  const attempt = (options: SqliteDatabase.SqliteDatabaseOptions) =>
-    Effect.promise(() => runFixture(fixture, [JSON.stringify(options)], asUnprivileged)).pipe(
-      Effect.map((result) => JSON.parse(result.stdout.trim().split("\n").at(-1)!) as {
-        readonly ok: boolean
-        readonly reason?: string
-        readonly message?: string
-      })
+  const attempt = (attempts: ReadonlyArray<SqliteDatabase.SqliteDatabaseOptions>) =>
+    Effect.promise(() => runFixture(fixture, [JSON.stringify(attempts)], asUnprivileged)).pipe(
+      Effect.map((result) =>
+        JSON.parse(result.stdout.trim().split("\n").at(-1)!) as ReadonlyArray<{
+          readonly ok: boolean
+          readonly reason?: string
+          readonly message?: string
+        }>
+      )
     )
 
   it.live("a read-only (0444) database opened read-write, or an unreadable (0000) one, is unreadable and unchanged", () =>
@@ -237,18 +239,17 @@ describe("SqliteDatabase refusals (check 24)", () => {
       const dir = tempDir()
       const filename = yield* migratedFile(dir)
       for (const sidecar of ["-wal", "-shm"]) fs.rmSync(filename + sidecar, { force: true })
+      const hidden = path.join(dir, "hidden.db")
+      fs.copyFileSync(filename, hidden)
       fs.chmodSync(filename, 0o444)
-      const before = snapshot(dir)
-      const readWrite = yield* attempt({ filename })
-      expect(readWrite).toEqual({
-        ok: false,
-        reason: "unreadable",
-        message: `${filename} cannot be opened: permission denied`
-      })
-      expect(snapshot(dir)).toEqual(before)
-      fs.chmodSync(filename, 0o000)
-      const hidden = yield* attempt({ filename, readOnly: true })
-      expect(hidden).toEqual({ ok: false, reason: "unreadable", message: `${filename} cannot be opened: permission denied` })
+      fs.chmodSync(hidden, 0o000)
+      const before = [fs.readFileSync(filename), fs.readFileSync(hidden)]
+      const outcomes = yield* attempt([{ filename }, { filename: hidden, readOnly: true }, { filename, readOnly: true }])
+      const denied = (file: string) => ({ ok: false, reason: "unreadable", message: `${file} cannot be opened: permission denied` })
+      // Read-write on a read-only file and any open of an unreadable file are refused;
+      // a read-only open of the read-only file is fine.
+      expect(outcomes).toEqual([denied(filename), denied(hidden), { ok: true }])
+      expect([fs.readFileSync(filename), fs.readFileSync(hidden)]).toEqual(before)
     }), 60_000)
 })
 
