@@ -178,6 +178,20 @@ describe.skipIf(url === undefined)("PgDatabase", () => {
       expect(error.message).toBe("cannot connect to PostgreSQL at 127.0.0.1:1/appdb: connection refused")
       expect(error.target).toBe("postgres://baton:***@127.0.0.1:1/appdb")
       expect(error.message + error.target).not.toContain("s3cr3t")
+      const viaQuery = yield* openError({ url: "postgres://baton@127.0.0.1:1/appdb?password=q-s3cr3t&sslmode=disable" })
+      expect(viaQuery.target).toBe("postgres://baton@127.0.0.1:1/appdb?password=***&sslmode=disable")
+      expect(viaQuery.message + viaQuery.target).not.toContain("s3cr3t")
+    }))
+
+  it.live("a database that does not exist is connect_failed with that reason", () =>
+    Effect.gen(function*() {
+      const target = new URL(pgUrl)
+      target.pathname = "/baton_no_such_database"
+      const error = yield* openError({ url: target.href })
+      expect(error.reason).toBe("connect_failed")
+      expect(error.message).toBe(
+        `cannot connect to PostgreSQL at ${target.hostname}:${target.port || 5432}/baton_no_such_database: database does not exist`
+      )
     }))
 
   it.live("the read-write open installs baton_json_valid; a ledger pass recreates it; a read-only open creates nothing (check 35)", () =>
