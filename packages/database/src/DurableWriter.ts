@@ -377,6 +377,8 @@ export const make = (sql: SqlClient.SqlClient, options?: WriteRetryOptions): Ser
       const frame = ManagedWrite.make({ database, parent, exclusive: false, managed: parent?.managed === true })
       const needsKeyLock = postgres && key !== undefined && !ClientInfo.isReadOnly(sql) &&
         !ManagedWrite.holdsKey(parent, key)
+      // Writes nested deeper see the key as held; it moves to the parent on success.
+      if (needsKeyLock) frame.keys.add(key)
       const inner = Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (current) => {
         if (Option.isSome(current)) {
           frame.conn = current.value[0]
