@@ -61,6 +61,15 @@ const statOrUndefined = (file: string): fs.Stats | undefined => {
   }
 }
 
+/** Like `statOrUndefined`, treating an unreadable parent as missing (mkdir then reports why). */
+const statOrUndefinedSafe = (dir: string): fs.Stats | undefined => {
+  try {
+    return statOrUndefined(dir)
+  } catch {
+    return undefined
+  }
+}
+
 const permissionDenied = (file: string, cause: unknown) =>
   refuse("unreadable", file, `${file} cannot be opened: permission denied`, cause)
 
@@ -127,11 +136,3 @@ export const ensureFile = (file: string, options: {
     },
     catch: (error) => refuse("unreadable", file, `${file} cannot be opened: ${errnoCode(error)}`, error)
   }).pipe(Effect.flatMap((result) => typeof result === "string" ? Effect.succeed(result) : Effect.fail(result)))
-
-const statOrUndefinedSafe = (dir: string): fs.Stats | undefined => {
-  try {
-    return statOrUndefined(dir)
-  } catch {
-    return undefined
-  }
-}
