@@ -8,7 +8,7 @@ import type * as Journal from "@baton/journal/Journal"
 import * as RunStore from "@baton/run-store/RunStore"
 import { describe, expect, it } from "@effect/vitest"
 import type * as SqlClient from "@effect/sql/SqlClient"
-import { Deferred, Effect, Ref, type Scope, TestClock } from "effect"
+import { Deferred, Effect, Fiber, Ref, type Scope, TestClock } from "effect"
 import * as Control from "../src/Control.js"
 import * as ControlExecutor from "../src/ControlExecutor.js"
 import * as ControlRuntime from "../src/ControlRuntime.js"
@@ -24,12 +24,17 @@ const hostP = { hostId: "host-p", pid: 1, nonce: "boot" }
 const hostQ = { hostId: "host-q", pid: 2, nonce: "boot" }
 
 /** A runtime with its own identity, a FiberHost running `bodies`, and a facade over both. */
-const hostWith = (owner: typeof hostP, bodies: Record<string, ControlExecutor.RunBody>) =>
+const hostWith = (
+  owner: typeof hostP,
+  bodies: Record<string, ControlExecutor.RunBody>,
+  options: SqlControlRuntime.Options = {},
+  custom?: ControlExecutor.Service
+) =>
   Effect.gen(function*() {
-    const runtime = yield* SqlControlRuntime.make({ flows, owner })
-    const executor = yield* ControlExecutor.FiberHost.make({ flows: bodies }).pipe(
+    const runtime = yield* SqlControlRuntime.make({ flows, owner, ...options })
+    const executor = custom ?? (yield* ControlExecutor.FiberHost.make({ flows: bodies }).pipe(
       Effect.provideService(ControlRuntime.ControlRuntime, runtime)
-    )
+    ))
     const control = yield* Control.make.pipe(
       Effect.provideService(ControlRuntime.ControlRuntime, runtime),
       Effect.provideService(ControlExecutor.ControlExecutor, executor)
@@ -184,5 +189,33 @@ describe("ControlExecutor.FiberHost", () => {
       yield* TestClock.adjust("1 second")
       const cancelled = yield* eventually(operator.control.getRun(runId), (s) => s.status === "cancelled")
       expect(cancelled.cancellation).toMatchObject({ source: "control", reason: "enough" })
+    })))
+
+  it.effect("a replayed launch whose launcher died before handing the run takes it over and hands it again", () =>
+    provide(Effect.gen(function*() {
+      // Host P commits the launch, then dies inside the hand-off (its executor never answers).
+      const dying = yield* hostWith(hostP, {}, {}, ControlExecutor.makeNoop({ launch: () => Effect.never }))
+      const card = yield* dying.control.plan({ flowId: "F", input: { a: 1 } })
+      yield* dying.control.approve(card.approval)
+      const input = {
+        _tag: "Plan" as const,
+        planId: card.planId,
+        digest: card.digest,
+        envelope: card.envelope,
+        idempotencyKey: "r"
+      }
+      const launching = yield* Effect.fork(dying.control.run(input))
+      const ids = yield* eventually(dying.runtime.pageRunIds({ limit: 10 }), (page) => page.ids.length === 1)
+      const runId = ids.ids[0]!
+      yield* eventually(dying.control.getRun(runId), (s) => s.status === "accepted" && s.ownerId !== undefined)
+      yield* Fiber.interrupt(launching)
+      // Host Q replays the key once P's lease is stale and P is known dead.
+      const survivor = yield* hostWith(hostQ, { F: () => Effect.succeed(42) }, { isAlive: () => Effect.succeed(false) })
+      yield* TestClock.adjust("31 seconds")
+      const replay = yield* survivor.control.run(input)
+      expect(replay).toEqual({ _tag: "AlreadyApplied", receiptId: "r", runId })
+      const done = yield* eventually(survivor.control.getRun(runId), (s) => s.status === "completed")
+      expect(done.runId).toBe(runId)
+      expect(yield* survivor.runtime.pageRunIds({ limit: 10 })).toMatchObject({ ids: [runId] })
     })))
 })
