@@ -12,6 +12,7 @@ import type { Connection } from "@effect/sql/SqlConnection"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import { Config, Duration, Effect, Option, Redacted, Scope } from "effect"
 import { DatabaseOpenError } from "../DatabaseOpenError.js"
+import * as Dialect from "../Dialect.js"
 import * as DurableWriter from "../DurableWriter.js"
 import { table as ledgerTable } from "../Migrations.js"
 import * as IntentionLocks from "./intentionLocks.js"
@@ -106,12 +107,6 @@ const schemaExists = (sql: SqlClient.SqlClient, schema: string) =>
     (rows) => rows.length > 0
   )
 
-const tablesOf = (sql: SqlClient.SqlClient, schema: string) =>
-  Effect.map(
-    sql<{ readonly name: string }>`SELECT tablename AS name FROM pg_catalog.pg_tables WHERE schemaname = ${schema}`,
-    (rows) => rows.map((row) => row.name)
-  )
-
 class Foreign {
   readonly _tag = "Foreign"
 }
@@ -137,6 +132,8 @@ const setupFailed = (admitted: Admitted, error: DurableWriter.DatabaseError) =>
  * Read-write: one schema-wide write (exclusive schema lock, so concurrent
  * openers serialize) refuses a foreign schema before touching it, then creates
  * the schema and the JSON helper when absent. Read-only: the schema must exist.
+ * Tables are listed in `current_schema()`, which the startup `search_path` pins
+ * to the schema (and which is NULL, listing nothing, while it does not exist).
  */
 const prepareSchema = (sql: SqlClient.SqlClient, admitted: Admitted): Effect.Effect<void, DatabaseOpenError> => {
   const { schema } = admitted
@@ -150,12 +147,12 @@ const prepareSchema = (sql: SqlClient.SqlClient, admitted: Admitted): Effect.Eff
           message: `schema "${schema}" does not exist in ${admitted.target.redacted}; a read-only open never creates it`
         })
       }
-      if (isForeign(yield* tablesOf(sql, schema))) return yield* foreignError(admitted)
+      if (isForeign(yield* Dialect.tables(sql))) return yield* foreignError(admitted)
     }).pipe(Effect.catchTag("SqlError", (error) => Effect.fail(setupFailed(admitted, DurableWriter.fromSqlError(error)))))
   }
   return DurableWriter.make(sql).write(
     Effect.gen(function*() {
-      if (isForeign(yield* tablesOf(sql, schema))) return yield* Effect.fail(new Foreign())
+      if (isForeign(yield* Dialect.tables(sql))) return yield* Effect.fail(new Foreign())
       yield* sql.unsafe(`CREATE SCHEMA IF NOT EXISTS "${schema}"`)
       yield* JsonValid.ensure(sql, schema)
     })
