@@ -1,10 +1,13 @@
 import * as TestDatabase from "@baton/database/TestDatabase"
-import { describe } from "@effect/vitest"
+import { describe, layer } from "@effect/vitest"
 import { runtimeContract } from "./fixtures/runtimeContract.js"
-import { pgDatabase, sqlRuntime } from "./fixtures/runtimeSupport.js"
+import { pgShared, resetRuntime } from "./fixtures/runtimeSupport.js"
 
 const url = TestDatabase.postgresTestUrl("control runtime contract")
 
+// One schema for the suite; every test starts from emptied tables and a fresh runtime.
 describe.skipIf(url === undefined)("PostgreSQL", () => {
-  runtimeContract("postgres", () => sqlRuntime(pgDatabase(url!)))
+  layer(pgShared(url!), { timeout: 120_000 })((it) => {
+    runtimeContract("postgres", resetRuntime(), it)
+  })
 })

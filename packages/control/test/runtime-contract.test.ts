@@ -1,5 +1,5 @@
-import { runtimeContract } from "./fixtures/runtimeContract.js"
+import { freshLayer, runtimeContract } from "./fixtures/runtimeContract.js"
 import { memoryRuntime, sqliteRuntime } from "./fixtures/runtimeSupport.js"
 
-runtimeContract("memory", () => memoryRuntime({ principal: { id: "local", kind: "operator" } }))
-runtimeContract("sqlite", () => sqliteRuntime())
+runtimeContract("memory", freshLayer(() => memoryRuntime({ principal: { id: "local", kind: "operator" } })))
+runtimeContract("sqlite", freshLayer(() => sqliteRuntime()))
