@@ -1,9 +1,12 @@
 /**
- * `@baton/node`: NodeRuntime, host identity and liveness, flows and steps, the node executor.
+ * `@baton/node`: NodeRuntime, host identity and liveness, flows and steps, the node executor,
+ * the `baton` CLI.
  *
  * @since 0.1.0
  */
 
+/** @since 0.1.0 */
+export * as Cli from "./Cli.js"
 /** @since 0.1.0 */
 export * as Flow from "./Flow.js"
 /** @since 0.1.0 */
