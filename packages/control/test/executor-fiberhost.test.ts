@@ -218,4 +218,24 @@ describe("ControlExecutor.FiberHost", () => {
       expect(done.runId).toBe(runId)
       expect(yield* survivor.runtime.pageRunIds({ limit: 10 })).toMatchObject({ ids: [runId] })
     })))
+
+  it.effect("a resume handed to the live host that parked the run is picked up by that host's poll", () =>
+    provide(Effect.gen(function*() {
+      const drives = yield* Ref.make(0)
+      const parker = yield* hostWith(hostP, {
+        F: (ctx) => Ref.update(drives, (n) => n + 1).pipe(Effect.zipRight(ctx.waitFor("go")))
+      })
+      const runId = yield* launch(parker.control, "r")
+      yield* eventually(parker.control.getRun(runId), (s) => s.status === "parked")
+      const operator = yield* hostWith(hostQ, {})
+      const receipt = yield* operator.control.resume({ runId, idempotencyKey: "s" })
+      expect(receipt).toEqual({ _tag: "Accepted", receiptId: "s", runId, handedTo: { hostId: "host-p", pid: 1 } })
+      expect((yield* operator.runtime.pendingResumes).map((d) => d.runId)).toEqual([runId])
+      yield* TestClock.adjust("1 second")
+      yield* eventually(parker.runtime.pendingResumes, (all) => all.length === 0)
+      yield* eventually(Ref.get(drives), (n) => n === 2)
+      // Re-driven from the top, the body waits again and parks again on this host.
+      const again = yield* eventually(parker.control.getRun(runId), (s) => s.status === "parked")
+      expect(JSON.parse(again.parkedBy!)).toMatchObject({ hostId: "host-p", pid: 1 })
+    })))
 })
