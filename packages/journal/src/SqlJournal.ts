@@ -9,7 +9,7 @@
 import * as DurableWriter from "@baton/database/DurableWriter"
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Chunk, Clock, Deferred, Effect, Either, Layer, Option, type ParseResult, PubSub, Queue, Schema, Stream } from "effect"
+import { Chunk, Clock, Deferred, Effect, Layer, Option, PubSub, Queue, Schema, Stream } from "effect"
 import type * as Duration from "effect/Duration"
 import type * as Scope from "effect/Scope"
 import { Consensus } from "./Consensus.js"
@@ -26,7 +26,7 @@ import * as Errors from "./internal/errors.js"
 import { makeIdentityCache } from "./internal/identityCache.js"
 import { makeLossy } from "./internal/lossy.js"
 import { resolve } from "./internal/options.js"
-import { firstIssue } from "./internal/parse.js"
+import { decodeField as field } from "./internal/parse.js"
 import { makeReaders } from "./internal/readers.js"
 import { contentKey, decodeEntry, entryFromNew, makeStore, type NewEntry } from "./internal/store.js"
 
@@ -60,16 +60,6 @@ const decodeTypes = Schema.decodeUnknownEither(
 const decodeCursor = Schema.decodeUnknownEither(Schema.Int.pipe(Schema.between(-1, Number.MAX_SAFE_INTEGER - 1)))
 const decodeSeq = Schema.decodeUnknownEither(JournalEvent.Seq)
 const decodeLimit = Schema.decodeUnknownEither(Schema.Int.pipe(Schema.between(1, Journal.maxEntriesLimit)))
-
-const field = <A>(
-  decode: (value: unknown, options?: { readonly errors: "first" }) => Either.Either<A, ParseResult.ParseError>,
-  value: unknown,
-  name: string
-): Either.Either<A, Journal.JournalError> =>
-  Either.mapLeft(decode(value, { errors: "first" }), (error) => {
-    const issue = firstIssue(error)
-    return Errors.invalid(issue.path === "" ? name : `${name}.${issue.path}`, issue.message)
-  })
 
 /**
  * Build the journal in the current scope (closing it flushes queued lossy
@@ -128,13 +118,14 @@ export const make = (
         })
     })
 
+    // Owner and run id were validated on admission, so invalid_input cannot name a caller field here.
     const fence = (runId: string, owner: OwnerId) =>
       consensus.guard(runId, owner).pipe(
         Effect.mapError((error: ConsensusError) =>
           error.code === "fence_lost"
             ? Errors.fenceLost(runId, error)
             : error.code === "invalid_input"
-            ? Errors.invalid(`owner${error.field === undefined ? "" : `.${error.field.replace(/^owner\.?/, "")}`}`.replace(/\.$/, ""), error.message)
+            ? Errors.invalid("owner", error.message)
             : Errors.sinkFailed("the Consensus strategy failed to check the fence", error)
         )
       )

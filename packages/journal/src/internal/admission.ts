@@ -11,7 +11,7 @@ import * as JournalEvent from "../JournalEvent.js"
 import { OwnerId } from "../OwnerId.js"
 import type { Redactor } from "../Redaction.js"
 import { encode } from "./canonical.js"
-import { firstIssue } from "./parse.js"
+import { decodeField } from "./parse.js"
 import { invalid } from "./errors.js"
 
 /** An admitted emit: validated ids, canonical JSON, content key for identity checks. */
@@ -29,23 +29,18 @@ export interface Admitted {
 const decodeInput = Schema.decodeUnknownEither(JournalEvent.Input)
 const decodeOwner = Schema.decodeUnknownEither(OwnerId)
 
-/** Decode with `field` = `<prefix>.<path>` on the first issue. */
-export const decodeWith = <A>(
+/** Decode an object argument; a non-object is refused as a whole. */
+const decodeObject = <A>(
   decode: (value: unknown, options?: { readonly errors: "first" }) => Either.Either<A, ParseResult.ParseError>,
   value: unknown,
   prefix: string
-): Either.Either<A, JournalError> => {
-  if (typeof value !== "object" || value === null) {
-    return Either.left(invalid(prefix, "must be an object"))
-  }
-  return Either.mapLeft(decode(value, { errors: "first" }), (error) => {
-    const issue = firstIssue(error)
-    return invalid(issue.path === "" ? prefix : `${prefix}.${issue.path}`, issue.message)
-  })
-}
+): Either.Either<A, JournalError> =>
+  typeof value !== "object" || value === null
+    ? Either.left(invalid(prefix, "must be an object"))
+    : decodeField(decode, value, prefix)
 
 export const admitOwner = (owner: unknown): Either.Either<unknown, JournalError> =>
-  decodeWith(decodeOwner, owner, "owner")
+  decodeObject(decodeOwner, owner, "owner")
 
 /** Redact then encode one JSON member; `field` names it on refusal. */
 export const encodeJson = (
@@ -73,7 +68,7 @@ export const admit = (
   nowMs: number
 ): Either.Either<Admitted, JournalError> =>
   Either.gen(function*() {
-    const decoded = yield* decodeWith(decodeInput, input, "input")
+    const decoded = yield* decodeObject(decodeInput, input, "input")
     if (decoded.payload === undefined) {
       return yield* Either.left(invalid("input.payload", "must be a JSON value, not undefined"))
     }
