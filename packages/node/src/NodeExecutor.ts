@@ -9,7 +9,7 @@ import type * as ControlRuntime from "@baton/control/ControlRuntime"
 import * as ControlError from "@baton/control/ControlError"
 import { Clock, Effect } from "effect"
 import { markEnd } from "./internal/executorState.js"
-import { deliverSignal, takeUpAllowed } from "./internal/hostSignals.js"
+import { deliverSignal } from "./internal/hostSignals.js"
 import type { HostCore } from "./internal/hostCore.js"
 
 /**
@@ -97,5 +97,3 @@ export const client = (runtime: ControlRuntime.Service): ControlExecutor.Service
     ),
   settleCancelledPark: () => Effect.void
 })
-
-export { takeUpAllowed }

@@ -8,6 +8,8 @@
 /** @since 0.1.0 */
 export * as Cli from "./Cli.js"
 /** @since 0.1.0 */
+export * as Cli from "./Cli.js"
+/** @since 0.1.0 */
 export * as Flow from "./Flow.js"
 /** @since 0.1.0 */
 export * as HostIdentity from "./HostIdentity.js"
