@@ -5,5 +5,5 @@ import { processSuite } from "./suites/processes.js"
 
 const url = TestDatabase.postgresTestUrl("run-store processes")
 
-describe.skipIf(url === undefined)("separate processes on one PostgreSQL database", () =>
+describe.concurrent.skipIf(url === undefined)("separate processes on one PostgreSQL database", () =>
   processSuite(() => freshSchema(url!), 500), { timeout: 240_000 })
