@@ -8,8 +8,6 @@
 /** @since 0.1.0 */
 export * as Cli from "./Cli.js"
 /** @since 0.1.0 */
-export * as Cli from "./Cli.js"
-/** @since 0.1.0 */
 export * as Flow from "./Flow.js"
 /** @since 0.1.0 */
 export * as HostIdentity from "./HostIdentity.js"
