@@ -13,7 +13,7 @@ import { Effect, ManagedRuntime, Option } from "effect"
 import * as NodeRuntime from "../src/NodeRuntime.js"
 import * as ProcessLiveness from "../src/ProcessLiveness.js"
 import { appSet, flows } from "./fixtures/runtimeFlows.js"
-import { startWorker, stopAll, tempDb, waitFor, type Worker } from "./fixtures/runtimeProcesses.js"
+import { startWorker, stopAll, tempDb, unshareWorks, waitFor, type Worker } from "./fixtures/runtimeProcesses.js"
 import { launch } from "./fixtures/runtimeSupport.js"
 
 const workers: Array<Worker> = []
@@ -97,6 +97,52 @@ describe("runtime: same host id and pid after a restart (B-006)", () => {
       expect(rows.map((r) => r.step).sort()).toEqual(["s0", "s1", "s2", "s3", "s4"])
     }
     expect(b.lines.some((line) => /found \d+ runs owned by an earlier process with this pid/.test(line))).toBe(true)
+    await client.dispose()
+  }, 180_000)
+})
+
+const namespaces = unshareWorks()
+
+describe.skipIf(!namespaces)("runtime: two real pid-1 processes with one hostname (unshare --pid)", () => {
+  it("the second takes over the first's run; each namespace is its own host id", async () => {
+    const db = tempDb()
+    const client = ManagedRuntime.make(
+      NodeRuntime.layer({ filename: db.filename, mode: "client", flows, migrations: [appSet] })
+    )
+    const getRun = (runId: string) =>
+      client.runPromise(Effect.flatMap(ControlRuntime.ControlRuntime, (r) => r.getRun(runId)))
+    const a = startWorker(db.filename, "a", {}, { pidNamespace: true })
+    workers.push(a)
+    const aReady = await a.ready
+    expect(aReady.pid).toBe(1)
+    const runId = await client.runPromise(launch("runtime-test.steps", { count: 4, stepMs: 1500, chunks: 3 }))
+    const dead = await waitFor("a owns the run", async () => {
+      const summary = await getRun(runId)
+      return summary.ownerId === undefined ? undefined : (JSON.parse(summary.ownerId) as OwnerId.OwnerId)
+    }, 60_000)
+    expect(dead).toMatchObject({ hostId: aReady.hostId, pid: 1 })
+    a.child.kill("SIGKILL")
+    await a.exited
+    const b = startWorker(db.filename, "b", {}, { pidNamespace: true })
+    workers.push(b)
+    const bReady = await b.ready
+    expect(bReady.pid).toBe(1)
+    // Same hostname and boot, another pid namespace: another host id, so leases decide.
+    expect(bReady.hostId.split("/").slice(0, 2)).toEqual(aReady.hostId.split("/").slice(0, 2))
+    expect(bReady.hostId).not.toBe(aReady.hostId)
+    const summary = await waitFor("completion", async () => {
+      const s = await getRun(runId)
+      return s.status === "completed" || s.status === "failed" ? s : undefined
+    }, 120_000)
+    expect(summary.status).toBe("completed")
+    const facts = (await client.runPromise(Companion.entries(Companion.runStore.stream, runId, { limit: 100 })))
+      .entries.map((e) => ({ type: e.eventType, owner: (e.payload as { owner: OwnerId.OwnerId }).owner }))
+    const stolen = facts.find((f) => f.type === "flows.consensus.stolen")
+    expect(stolen?.owner).toMatchObject({ hostId: bReady.hostId, pid: 1 })
+    const journal = await client.runPromise(Effect.flatMap(Journal.Journal, (j) =>
+      j.entries({ runId: runId as never, limit: 1000 })))
+    expect(journal.entries.find((e) => e.eventType === "baton.run.taken-over")?.payload)
+      .toMatchObject({ from: dead, evidence: "lease-expired" })
     await client.dispose()
   }, 180_000)
 })
