@@ -169,8 +169,13 @@ describe("Step", () => {
       const denied = yield* launch("approval", null)
       yield* decide(denied, "deny")
       expect((yield* awaitStatus(denied, ["completed", "failed"])).status).toBe("failed")
-      const error = named(yield* attemptsOf(denied), "$result")[0]?.error as { tag?: string; message: string }
-      expect(error.tag).toBe("ApprovalDenied")
+      const error = named(yield* attemptsOf(denied), "$result")[0]?.error
+      expect(error).toMatchObject({
+        tag: "ApprovalDenied",
+        message: "approval denied by operator:bob: no",
+        principal: { id: "bob", kind: "operator" },
+        reason: "no"
+      })
     }).pipe(Effect.provide(NodeRuntime.layerTest({
       ...fast,
       flows: [simple("approval", () => Effect.as(Step.waitForApproval("deploy"), "shipped"))]

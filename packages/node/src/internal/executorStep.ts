@@ -47,17 +47,43 @@ export const checkName = (state: DriveState, name: string, kind: string): Effect
   return Effect.void
 }
 
-/** `{ tag?, message }` of a failure, at most 4 KiB. */
-export const errorRecord = (cause: Cause.Cause<unknown>): { tag?: string; message: string } => {
+/**
+ * `{ tag?, message }` of a failure, at most 4 KiB. A tagged error without a message is described
+ * by its fields; an `ApprovalDenied` also carries the deciding `principal` and the `reason`.
+ */
+export const errorRecord = (cause: Cause.Cause<unknown>): { tag?: string; message: string; [key: string]: unknown } => {
   const failure = Cause.failureOption(cause)
   const value: unknown = Option.isSome(failure) ? failure.value : Option.getOrUndefined(Cause.dieOption(cause))
   const tag = typeof value === "object" && value !== null && "_tag" in value ? String(value._tag) : undefined
-  const message = value instanceof Error || (typeof value === "object" && value !== null && "message" in value)
-    ? String((value as { message: unknown }).message)
-    : value === undefined
-    ? Cause.pretty(cause)
-    : String(value)
+  const record = typeof value === "object" && value !== null ? (value as Record<string, unknown>) : undefined
+  if (tag === "ApprovalDenied" && record !== undefined) {
+    const principal = record["decisionPrincipal"] as { id?: string; kind?: string } | undefined
+    const reason = typeof record["reason"] === "string" ? record["reason"] : undefined
+    return {
+      tag,
+      message: `approval denied by ${principal?.kind ?? "?"}:${principal?.id ?? "?"}${reason === undefined ? "" : `: ${reason}`}`,
+      principal: { id: principal?.id ?? null, kind: principal?.kind ?? null },
+      ...(reason === undefined ? {} : { reason })
+    }
+  }
+  let message = record !== undefined && typeof record["message"] === "string" ? record["message"] : undefined
+  if (message === undefined || message.length === 0) {
+    if (record !== undefined && tag !== undefined) {
+      const fields = Object.fromEntries(Object.entries(record).filter(([key]) => key !== "_tag"))
+      message = `${tag} ${safeJson(fields)}`
+    } else {
+      message = value === undefined ? Cause.pretty(cause) : String(value)
+    }
+  }
   return { ...(tag === undefined ? {} : { tag }), message: message.slice(0, 4000) }
+}
+
+const safeJson = (value: unknown): string => {
+  try {
+    return JSON.stringify(value) ?? ""
+  } catch {
+    return ""
+  }
 }
 
 const meta = (state: DriveState, name: string) => ({ name, drive: state.run.drive, host: state.hostLabel })
