@@ -57,6 +57,24 @@ export const journalContract = (
         expect((yield* rows("r"))[0]?.payload_json).toBe(`{"a":{"c":"1970-01-01T00:00:00.000Z","d":1},"b":2}`)
       }))
 
+    test("check 3: payloads are redacted before they are stored", (journal) =>
+      Effect.gen(function*() {
+        const github = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+        yield* journal.emitDurableUnfenced(ev("r", {
+          token: github,
+          note: "Bearer abcdef.ghi",
+          inputTokens: 42,
+          idempotencyKey: "k1",
+          url: "postgres://u:pw@h/db"
+        }))
+        const [row] = yield* rows("r")
+        expect(row?.payload_json).toBe(
+          `{"idempotencyKey":"k1","inputTokens":42,"note":"Bearer [REDACTED_TOKEN]","token":"[REDACTED]",` +
+            `"url":"postgres://u:[REDACTED]@h/db"}`
+        )
+        for (const secret of [github, "abcdef.ghi", ":pw@"]) expect(row?.payload_json.includes(secret)).toBe(false)
+      }))
+
     test("check 4: bad input fails invalid_event naming the field and writes nothing", (journal) =>
       Effect.gen(function*() {
         yield* journal.emitDurableUnfenced(ev("r", { ok: 0 }))
