@@ -4,11 +4,13 @@
  * `baton journal --follow` printing another process's entries until the run completes.
  */
 import * as Control from "@baton/control/Control"
+import * as RunStore from "@baton/run-store/RunStore"
 import { describe, expect, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
+import * as NodeRuntime from "../src/NodeRuntime.js"
 import { baton, migratedDatabase, tempDir } from "./cli-support.js"
 import * as Support from "./example-support.js"
 
@@ -88,4 +90,37 @@ describe("baton doctor", () => {
       await runtime.dispose()
     }
   }, 300_000)
+
+  it("an orphaned claim whose claimant is dead: doctor warns, --fix recovers it", async () => {
+    const root = Support.makeTree(5)
+    const db = path.join(tempDir(), "baton.db")
+    const runtime = Support.clientRuntime(db)
+    try {
+      const runId = await runtime.runPromise(Support.launch({ root }))
+      // A pid that is gone: a process that has already exited.
+      const gone = Number(spawnSync(process.execPath, ["-e", "process.stdout.write(String(process.pid))"], { encoding: "utf8" }).stdout)
+      await runtime.runPromise(Effect.gen(function*() {
+        const store = yield* RunStore.RunStore
+        const host = yield* NodeRuntime.NodeHost
+        const row = yield* store.get(runId)
+        const claimant = { hostId: host.identity.hostId, pid: gone, nonce: "n1-x-000000000000.orphan" }
+        // Claimed 45 s ago and never activated: its claimant died in between.
+        const outcome = yield* store.claim(runId, { status: row.status, owner: row.owner, heartbeatAtMs: row.heartbeatAtMs }, claimant, Date.now() - 45_000)
+        expect(outcome._tag).toBe("Claimed")
+      }))
+      const warned = await baton("doctor", "--db", db)
+      expect(warned.code, warned.stdout).toBe(0)
+      expect(warned.stdout).toMatch(new RegExp(`^WARN\\s+orphaned claims\\s+${runId}: orphaned claim by \\S+:${gone}`, "m"))
+      expect(warned.stdout).toContain("hint: baton doctor --fix")
+      const fixed = await baton("doctor", "--fix", "--db", db)
+      expect(fixed.code, fixed.stdout).toBe(0)
+      expect(fixed.stdout).toMatch(new RegExp(`^OK\\s+orphaned claims\\s+${runId}: recovered the orphaned claim`, "m"))
+      const { facts } = await runtime.runPromise(Support.history(runId))
+      expect(facts.some((f) => f.eventType === "flows.consensus.expired")).toBe(true)
+      const clean = await baton("doctor", "--db", db)
+      expect(clean.stdout).toMatch(/^OK\s+orphaned claims\s+none$/m)
+    } finally {
+      await runtime.dispose()
+    }
+  }, 120_000)
 })
