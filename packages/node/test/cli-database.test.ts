@@ -131,4 +131,27 @@ describe("cli on a migrated empty database", () => {
     expect(await plans()).toEqual(before)
     expect(fs.existsSync(path.join(process.cwd(), "x.db"))).toBe(false)
   })
+
+  it("a database from a newer build and one with an older schema: exit 5 with the ledger's words", async () => {
+    const dir = tempDir()
+    const newer = path.join(dir, "newer.db")
+    await migratedDatabase(newer)
+    // A later control migration this build does not know.
+    const ahead = spawnSync("python3", ["-c", `import sqlite3; c = sqlite3.connect(${JSON.stringify(newer)}); c.execute("insert into flows_migrations values (2002, 'control', 'future', 0)"); c.commit(); c.close()`])
+    expect(ahead.status, String(ahead.stderr)).toBe(0)
+    for (const args of [["runs"], ["cancel", "run-1"]]) {
+      const result = await baton(...args, "--db", newer)
+      expect(result.code, args.join(" ")).toBe(5)
+      expect(result.stderr).toContain("the database is ahead of this build")
+    }
+    const older = path.join(dir, "older.db")
+    await migratedDatabase(older)
+    // As if written before control's first migration existed (its tables are already there; only the
+    // ledger row is missing, which is what a read verb inspects).
+    const behind = spawnSync("python3", ["-c", `import sqlite3; c = sqlite3.connect(${JSON.stringify(older)}); c.execute("delete from flows_migrations where migration_id = 2001"); c.commit(); c.close()`])
+    expect(behind.status, String(behind.stderr)).toBe(0)
+    const read = await baton("runs", "--db", older)
+    expect(read.code).toBe(5)
+    expect(read.stderr).toContain(`${older} uses an older Baton schema (1 migrations pending); any mutating command or a host start upgrades it`)
+  })
 })
