@@ -13,6 +13,7 @@ import { Context, Effect, Layer, Option, Schema } from "effect"
 import * as Admission from "./internal/Admission.js"
 import * as Attempts from "./internal/attempts.js"
 import * as Boundary from "./internal/Boundary.js"
+import * as Errors from "./internal/errors.js"
 import * as Rows from "./internal/rows.js"
 import * as SpanOutcome from "./internal/SpanOutcome.js"
 
@@ -272,7 +273,7 @@ const admit = <A>(method: string, admitted: Boundary.Admitted<A>): Effect.Effect
 
 const fromFailure = (method: string) => (error: unknown): AttemptStoreError => {
   if (error instanceof AttemptStoreError) return error
-  const code = DurableWriter.codeOf(error)
+  const code = Errors.databaseCode(error)
   const reason = typeof error === "object" && error !== null && "_tag" in error ? String(error._tag) : "unknown"
   if (code === undefined) return fail("persistence_failed", method, "the store could not complete the operation", { category: "unknown", reason })
   const cause = { category: code, reason, cause: new DurableWriter.DatabaseError({ code }) }

@@ -5,5 +5,6 @@ import { processSuite } from "./suites/processes.js"
 
 const url = TestDatabase.postgresTestUrl("run-store processes")
 
-describe.concurrent.skipIf(url === undefined)("separate processes on one PostgreSQL database", () =>
-  processSuite(() => freshSchema(url!), 500), { timeout: 240_000 })
+describe.skipIf(url === undefined)("separate processes on one PostgreSQL database", () => {
+  describe.concurrent("races and takeovers", () => processSuite(() => freshSchema(url!), 500), { timeout: 300_000 })
+})

@@ -12,4 +12,4 @@ const sqliteFile = async () => {
   }
 }
 
-describe.concurrent("separate processes on one SQLite file", () => processSuite(sqliteFile, 500), { timeout: 240_000 })
+describe.concurrent("separate processes on one SQLite file", () => processSuite(sqliteFile, 500), { timeout: 300_000 })

@@ -57,6 +57,24 @@ export const durableText = (field: string, value: unknown): Admitted<string> => 
   return ok(value)
 }
 
+/**
+ * Decodes a stored integer column: a safe non-negative number, an in-range
+ * `bigint`, or a canonical decimal string (a client without a BIGINT parser);
+ * `null` stays `null`; anything else is `undefined`.
+ */
+export const storedInteger = (value: unknown): number | null | undefined => {
+  if (value === null) return null
+  if (typeof value === "number") return Number.isSafeInteger(value) && value >= 0 ? value : undefined
+  if (typeof value === "bigint") {
+    return value >= 0n && value <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(value) : undefined
+  }
+  if (typeof value === "string" && /^(0|[1-9][0-9]{0,15})$/.test(value)) {
+    const n = Number(value)
+    return Number.isSafeInteger(n) ? n : undefined
+  }
+  return undefined
+}
+
 /** A safe integer >= 0 (timestamps, pids, ordinals). */
 export const safeNonNegative = (field: string, value: unknown): Admitted<number> =>
   typeof value === "number" && Number.isSafeInteger(value) && value >= 0

@@ -176,14 +176,7 @@ export const patch = (value: unknown, maxCheckpointBytes: number): Admitted<Json
   return ok({ checkpoint: checkpoint.value, error: error.value, outcome: outcome.value, meta: meta.value })
 }
 
-const integer = (value: unknown): number | undefined => {
-  if (typeof value === "number") return Number.isSafeInteger(value) && value >= 0 ? value : undefined
-  if (typeof value === "string" && /^(0|[1-9][0-9]{0,15})$/.test(value)) {
-    const n = Number(value)
-    return Number.isSafeInteger(n) ? n : undefined
-  }
-  return undefined
-}
+const integer = (value: unknown): number | undefined => Boundary.storedInteger(value) ?? undefined
 
 const parseColumn = (value: unknown): { ok: true; value: Json | undefined } | { ok: false } => {
   if (value === null) return { ok: true, value: undefined }

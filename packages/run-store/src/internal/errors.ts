@@ -24,7 +24,7 @@ export const writeInvariant = (method: string, runId: string, detail: string) =>
 const isObject = (value: unknown): value is Record<string, unknown> => typeof value === "object" && value !== null
 
 /** Walks at most 8 `cause` links looking for a database error code. */
-const databaseCode = (error: unknown): DurableWriter.DatabaseErrorCode | undefined => {
+export const databaseCode = (error: unknown): DurableWriter.DatabaseErrorCode | undefined => {
   let current: unknown = error
   for (let depth = 0; depth <= 8 && isObject(current); depth++) {
     try {

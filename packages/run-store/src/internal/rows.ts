@@ -23,18 +23,7 @@ export const fullColumns = (sql: SqlClient.SqlClient): Fragment => sql.literal(`
 export const controlColumnList = (sql: SqlClient.SqlClient): Fragment => sql.literal(controlColumns)
 
 /** Integers arrive as numbers; a canonical decimal string (a client without BIGINT parser) is converted. */
-const integerOrNull = (value: unknown): number | null | undefined => {
-  if (value === null) return null
-  if (typeof value === "number") return Number.isSafeInteger(value) && value >= 0 ? value : undefined
-  if (typeof value === "bigint") {
-    return value >= 0n && value <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(value) : undefined
-  }
-  if (typeof value === "string" && /^(0|[1-9][0-9]{0,15})$/.test(value)) {
-    const n = Number(value)
-    return Number.isSafeInteger(n) ? n : undefined
-  }
-  return undefined
-}
+const integerOrNull = Boundary.storedInteger
 
 const textOrNull = (value: unknown): string | null | undefined => {
   if (value === null) return null
