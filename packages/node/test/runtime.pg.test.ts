@@ -2,17 +2,20 @@
  * NodeRuntime.layerPg (node.md 4.7, checks 13 and 29 in part): hosts on one PostgreSQL schema
  * read lease time from the database clock, drive runs, and hand a released run to another host.
  */
-import { describe, expect, it } from "@effect/vitest"
+import { afterAll, describe, expect, it } from "@effect/vitest"
 import * as ControlRuntime from "@baton/control/ControlRuntime"
 import * as PgDatabase from "@baton/database/PgDatabase"
 import * as TestDatabase from "@baton/database/TestDatabase"
 import * as Journal from "@baton/journal/Journal"
 import * as SqlClient from "@effect/sql/SqlClient"
-import { Context, Effect, Layer, Schema } from "effect"
+import { Clock, Context, Effect, Layer, ManagedRuntime, Schema } from "effect"
 import * as crypto from "node:crypto"
 import * as Flow from "../src/Flow.js"
 import * as NodeRuntime from "../src/NodeRuntime.js"
 import * as Step from "../src/Step.js"
+import type * as OwnerId from "@baton/journal/OwnerId"
+import { appSet, flows } from "./fixtures/runtimeFlows.js"
+import { startWorker, stopAll, waitFor, type Worker } from "./fixtures/runtimeProcesses.js"
 import { awaitStatus, expectCompleted, launch } from "./fixtures/runtimeSupport.js"
 
 const url = TestDatabase.postgresTestUrl("node runtime (layerPg)")
@@ -66,4 +69,69 @@ describe.skipIf(url === undefined)("NodeRuntime.layerPg", () => {
       const owned = yield* awaitStatus(slow, ["running"]).pipe(inContext(client))
       expect(JSON.parse(owned.ownerId!).hostId).toBe("pg-b")
     }), 120_000)
+})
+
+const live = Clock.make()
+/** A host wall clock 40 s fast; monotonic time and timers stay the live clock's. */
+const fast: Clock.Clock = {
+  [Clock.ClockTypeId]: Clock.ClockTypeId,
+  unsafeCurrentTimeMillis: () => live.unsafeCurrentTimeMillis() + 40_000,
+  currentTimeMillis: Effect.sync(() => live.unsafeCurrentTimeMillis() + 40_000),
+  unsafeCurrentTimeNanos: () => live.unsafeCurrentTimeNanos(),
+  currentTimeNanos: live.currentTimeNanos,
+  sleep: (duration) => live.sleep(duration)
+}
+
+const workers: Array<Worker> = []
+afterAll(() => stopAll(workers))
+
+describe.skipIf(url === undefined)("NodeRuntime.layerPg with a wrong host clock (B-008)", () => {
+  it("a host 40 s fast steals no live run and takes a killed owner's run once its lease is stale", async () => {
+    const schema = `node_${crypto.randomBytes(12).toString("hex")}`
+    const options = { url: url!, schema, flows, migrations: [appSet] }
+    const client = ManagedRuntime.make(NodeRuntime.layerPg({ ...options, mode: "client", hostId: "pg-client" }))
+    try {
+      const a = startWorker("unused", "a", {
+        BATON_TEST_WORKER_PG_URL: url!,
+        BATON_TEST_WORKER_PG_SCHEMA: schema,
+        BATON_TEST_HOST_ID: "pg-host-a"
+      })
+      workers.push(a)
+      await a.ready
+      const getRun = (runId: string) =>
+        client.runPromise(Effect.flatMap(ControlRuntime.ControlRuntime, (r) => r.getRun(runId)))
+      const runId = await client.runPromise(launch("runtime-test.steps", { count: 4, stepMs: 2000, chunks: 4 }))
+      const hostOf = async () => {
+        const summary = await getRun(runId)
+        return summary.ownerId === undefined ? undefined : (JSON.parse(summary.ownerId) as OwnerId.OwnerId).hostId
+      }
+      await waitFor("a owns the run", async () => ((await hostOf()) === "pg-host-a" ? true : undefined), 60_000)
+      const b = ManagedRuntime.make(
+        NodeRuntime.layerPg({ ...options, hostId: "pg-host-b", pollInterval: "200 millis" }).pipe(
+          Layer.provide(Layer.setClock(fast))
+        )
+      )
+      try {
+        // B's readings follow the database, not its wall clock.
+        const reading = await b.runPromise(Effect.flatMap(NodeRuntime.NodeHost, () => Clock.currentTimeMillis))
+        expect(Math.abs(reading - Date.now())).toBeLessThan(10_000)
+        for (let i = 0; i < 5; i++) await b.runPromise(Effect.flatMap(NodeRuntime.NodeHost, (h) => h.sweepNow))
+        expect(await hostOf()).toBe("pg-host-a")
+        a.child.kill("SIGKILL")
+        await a.exited
+        await waitFor("b owns the run", async () => ((await hostOf()) === "pg-host-b" ? true : undefined), 90_000)
+        const done = await waitFor("completion", async () => {
+          const s = await getRun(runId)
+          return s.status === "completed" || s.status === "failed" ? s : undefined
+        }, 60_000)
+        expect(done.status).toBe("completed")
+      } finally {
+        await b.dispose()
+      }
+    } finally {
+      await client.runPromise(Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`)))
+        .catch(() => undefined)
+      await client.dispose()
+    }
+  }, 180_000)
 })
