@@ -13,6 +13,7 @@ import * as Options from "@effect/cli/Options"
 import * as ValidationError from "@effect/cli/ValidationError"
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as Cause from "effect/Cause"
+import * as Clock from "effect/Clock"
 import * as Console from "effect/Console"
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
@@ -168,12 +169,13 @@ const runsCommand = Command.make("runs", {
     }), {
     onEmpty: (ctx) =>
       Effect.gen(function*() {
+        const nowMs = yield* Clock.currentTimeMillis
         // Validate the filters even on an empty database: bad values are still usage errors.
         Verbs.runFilters({
           status: u(o.status), flow: undefined, parent: undefined, lineage: undefined, launchedBy: undefined,
           since: u(o.since), until: u(o.until), terminal: o.terminal, live: o.live, order: o.order, limit: o.limit,
           cursor: undefined, all: false
-        }, Date.now())
+        }, nowMs)
         yield* Console.log(ctx.globals.json ? JSON.stringify({ _tag: "runs", items: [] }) : "No runs.")
       })
   })).pipe(Command.withDescription("list runs, newest first"))
