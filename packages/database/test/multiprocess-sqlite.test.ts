@@ -78,10 +78,13 @@ describe("multi-process SQLite", () => {
     // The write read the holder's committed bump: it ran after the release.
     expect(committed["read"]).toBe(1000)
     expect(readCounter(filename)).toBe(1001)
-    // Liveness, not speed: the 10 ms timer kept firing while the write waited ~2 s.
+    // Liveness, not speed: the 10 ms timer kept firing while the write waited ~2 s. A
+    // blocked loop would show one gap as long as the wait; time the thread spent
+    // runnable in the OS run queue (a loaded shared machine) is not blocking.
     expect(committed["waitedMs"] as number).toBeGreaterThan(1000)
     expect(committed["ticks"] as number).toBeGreaterThan(20)
-    expect(committed["maxGapMs"] as number).toBeLessThan(100)
+    expect(committed["maxBlockedMs"] as number, JSON.stringify(committed["gaps"])).toBeLessThan(100)
+    expect(committed["maxGapMs"] as number).toBeLessThan(1000)
   }, 60_000)
 
   it("two processes migrating one fresh file at once both succeed and each migration runs once", async () => {
