@@ -6,6 +6,7 @@ import { Chunk, Context, Deferred, Effect, Fiber, Layer, Stream } from "effect"
 import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import * as path from "node:path"
+import { A, own } from "./support/owners.js"
 
 const tempFile = () => path.join(mkdtempSync(path.join(tmpdir(), "baton-follower-")), "journal.db")
 const append = (journal: Journal["Type"], n: number) =>
@@ -57,5 +58,13 @@ describe("follower stream (check 18)", () => {
       const bad = yield* Effect.flip(journal.stream({ runId: "r", afterSequence: -5 }).pipe(Stream.runDrain))
       expect(bad.code).toBe("invalid_event")
       expect(bad.field).toBe("options.afterSequence")
+      yield* own("r", A).pipe(Effect.provide(ctx))
+      yield* journal.checkpoint({ runId: "r", seq: 2, state: {} }, A)
+      yield* journal.compact({ runId: "r" }, A)
+      const behind = yield* Effect.flip(journal.stream({ runId: "r", afterSequence: 0 }).pipe(Stream.runDrain))
+      expect(behind.code).toBe("compacted")
+      expect(behind.checkpointSeq).toBe(2)
+      const resumed = yield* journal.stream({ runId: "r", afterSequence: 1 }).pipe(Stream.take(2), Stream.runCollect)
+      expect(Chunk.toReadonlyArray(resumed).map((entry) => entry.seq)).toEqual([2, 3])
     }).pipe(Effect.scoped))
 })
