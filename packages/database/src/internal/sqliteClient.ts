@@ -8,6 +8,7 @@ import type * as Reactivity from "@effect/experimental/Reactivity"
 import type * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
 import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 import * as ClientInfo from "./clientInfo.js"
@@ -53,6 +54,16 @@ export const installSqlite = (client: SqlClient.SqlClient, options: { readonly r
 }
 
 /**
+ * Time-to-live of the driver's prepared-statement cache. The upstream cache keeps a
+ * failed preparation as long as a good one (ten minutes by default), so a "no such
+ * table" seen before another process migrated would stick; one second bounds that
+ * window, and re-preparing a statement costs microseconds.
+ *
+ * @internal
+ */
+export const prepareCacheTTL: Duration.Duration = Duration.seconds(1)
+
+/**
  * Build the `@effect/sql-sqlite-node` client with the driver installed. `filename`
  * may be `:memory:` (the test layer); the file layer validates paths before calling.
  *
@@ -61,7 +72,7 @@ export const installSqlite = (client: SqlClient.SqlClient, options: { readonly r
 export const make = (
   options: SqliteClient.SqliteClientConfig
 ): Effect.Effect<SqliteClient.SqliteClient, never, Scope.Scope | Reactivity.Reactivity> =>
-  Effect.map(SqliteClient.make(options), (client) => {
+  Effect.map(SqliteClient.make({ prepareCacheTTL, ...options }), (client) => {
     installSqlite(client, { readOnly: options.readonly === true })
     return client
   })
