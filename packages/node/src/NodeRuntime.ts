@@ -219,4 +219,10 @@ export const runMain = <E>(
   PlatformRuntime.runMain(program)
 }
 
+/**
+ * The shape of the `NodeHost` service.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type { NodeHostService }

@@ -17,9 +17,10 @@ import { startWorker, stopAll, tempDb, unshareWorks, waitFor, type Worker } from
 import { launch } from "./fixtures/runtimeSupport.js"
 
 const workers: Array<Worker> = []
+const namespaces = unshareWorks()
 afterAll(() => stopAll(workers))
 
-describe("runtime: same host id and pid after a restart (B-006)", () => {
+describe.concurrent("runtime: same host id and pid after a restart (B-006)", () => {
   it("the new process takes over the dead owner's runs as another incarnation", async () => {
     const db = tempDb()
     const client = ManagedRuntime.make(
@@ -88,10 +89,9 @@ describe("runtime: same host id and pid after a restart (B-006)", () => {
       const takeover = journal.entries.find((e) => e.eventType === "baton.run.taken-over")
       expect(takeover?.payload).toMatchObject({ from: dead, evidence: "same-host-pid-dead" })
       const driven = journal.entries.filter((e) => e.eventType === "baton.run.driven").map((e) => e.payload)
-      expect(driven).toEqual([
-        expect.objectContaining({ drive: 1, cause: "released" }),
-        expect.objectContaining({ drive: 2, cause: "takeover" })
-      ])
+      // A may die between its claim and its first entry; B's drive is the last, a takeover.
+      expect(driven.at(-1)).toMatchObject({ cause: "takeover", owner: { hostId: "reuse-host", pid: 4242421 } })
+      expect(driven.slice(0, -1).every((d) => (d as { cause: string }).cause === "released")).toBe(true)
       const rows = await client.runPromise(Effect.flatMap(SqlClient.SqlClient, (sql) =>
         sql<{ step: string }>`SELECT step FROM runtime_test_rows WHERE run_id = ${runId}`))
       expect(rows.map((r) => r.step).sort()).toEqual(["s0", "s1", "s2", "s3", "s4"])
@@ -99,12 +99,8 @@ describe("runtime: same host id and pid after a restart (B-006)", () => {
     expect(b.lines.some((line) => /found \d+ runs owned by an earlier process with this pid/.test(line))).toBe(true)
     await client.dispose()
   }, 180_000)
-})
 
-const namespaces = unshareWorks()
-
-describe.skipIf(!namespaces)("runtime: two real pid-1 processes with one hostname (unshare --pid)", () => {
-  it("the second takes over the first's run; each namespace is its own host id", async () => {
+  it.skipIf(!namespaces)("with two real pid-1 processes (unshare --pid): each namespace is its own host id and the second takes over", async () => {
     const db = tempDb()
     const client = ManagedRuntime.make(
       NodeRuntime.layer({ filename: db.filename, mode: "client", flows, migrations: [appSet] })

@@ -32,7 +32,7 @@ const setup = () => {
 
 const input = { count: 4, stepMs: 4000, chunks: 16 }
 
-describe("runtime: SIGTERM of the owner", () => {
+describe.concurrent("runtime: SIGTERM of the owner", () => {
   it("the run is released and the other worker finishes it", async () => {
     const { client, db, getRun, rows } = setup()
     const env = { BATON_TEST_LOG: db.log }
