@@ -3,7 +3,7 @@
  */
 import { Effect, Schema } from "effect"
 import { ClaimLost, EnvelopeMismatch, InvalidInput, PlanDigestMismatch, Unauthorized } from "../ControlError.js"
-import type { ApprovalTarget, Envelope, RunStatus } from "../ControlSchema.js"
+import type { ApprovalTarget, Envelope, Receipt, RunStatus } from "../ControlSchema.js"
 import type { Authority, AuthorizationRequest, ParkRequest, SignalQuery } from "../ControlRuntime.js"
 import { canonical, isDurableText, isDurableTextOfLength, tryCanonical } from "./canonical.js"
 
@@ -103,3 +103,12 @@ export const decodeWith = <A, I>(schema: Schema.Schema<A, I>) => {
 
 /** True when `s` is durable text (re-exported for callers that only need the predicate). */
 export { isDurableText }
+
+/** The replay answer derived from a recorded receipt (§17.2). */
+export const alreadyApplied = (key: string, receipt: Receipt): Receipt => {
+  const receiptId = receipt._tag === "Accepted" || receipt._tag === "AlreadyApplied" ? receipt.receiptId : key
+  const runId = receipt._tag === "Accepted" || receipt._tag === "AlreadyApplied" || receipt._tag === "Terminal"
+    ? receipt.runId
+    : undefined
+  return { _tag: "AlreadyApplied", receiptId, ...(runId === undefined ? {} : { runId }) }
+}

@@ -39,6 +39,7 @@ import {
   identityOf,
   parkStatus
 } from "./runtimeChecks.js"
+import { alreadyApplied } from "./runtimeChecks.js"
 import { buildCard, decodeInput, planFingerprint, planKeyConflict } from "./runtimePlanning.js"
 
 interface MemoryRun {
@@ -619,12 +620,3 @@ export const makeMemory = (options: MemoryOptions): Effect.Effect<Service> =>
     }
     return service
   })
-
-/** The replay answer derived from a recorded receipt (§17.2). */
-export const alreadyApplied = (key: string, receipt: Receipt): Receipt => {
-  const receiptId = receipt._tag === "Accepted" || receipt._tag === "AlreadyApplied" ? receipt.receiptId : key
-  const runId = receipt._tag === "Accepted" || receipt._tag === "AlreadyApplied" || receipt._tag === "Terminal"
-    ? receipt.runId
-    : undefined
-  return { _tag: "AlreadyApplied", receiptId, ...(runId === undefined ? {} : { runId }) }
-}
