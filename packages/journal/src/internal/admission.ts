@@ -6,13 +6,14 @@
  * @internal
  */
 import { Either, type ParseResult, Schema } from "effect"
-import type { JournalError } from "../Journal.js"
+import { JournalError } from "../Journal.js"
 import * as JournalEvent from "../JournalEvent.js"
 import { OwnerId } from "../OwnerId.js"
-import type { Redactor } from "../Redaction.js"
+import * as Redaction from "../Redaction.js"
 import { encode } from "./canonical.js"
-import { decodeField } from "./parse.js"
 import { invalid } from "./errors.js"
+import { decodeField } from "./parse.js"
+import { plainProblem } from "./plain.js"
 
 /** An admitted emit: validated ids, canonical JSON, content key for identity checks. */
 export interface Admitted {
@@ -42,12 +43,29 @@ const decodeObject = <A>(
 export const admitOwner = (owner: unknown): Either.Either<unknown, JournalError> =>
   decodeObject(decodeOwner, owner, "owner")
 
-/** Redact then encode one JSON member; `field` names it on refusal. */
+/** A key as it may appear in an error message: hidden when the redactor would change it. */
+const shownKey = (redactor: Redaction.Redactor | undefined) => (key: string): string => {
+  if (redactor === undefined) return key
+  try {
+    return redactor(key) === key ? key : Redaction.placeholder
+  } catch {
+    return Redaction.placeholder
+  }
+}
+
+/**
+ * Check, redact, then encode one JSON member; `field` names it on refusal and
+ * the message names the path. The value must already be plain JSON
+ * (`plainProblem`), so redaction never runs caller code; a redactor failure is
+ * reported without echoing its text (it could quote the payload).
+ */
 export const encodeJson = (
   value: unknown,
   field: string,
-  redactor: Redactor | undefined
+  redactor: Redaction.Redactor | undefined
 ): Either.Either<string, JournalError> => {
+  const problem = plainProblem(value, field, shownKey(redactor))
+  if (problem !== undefined) return Either.left(new JournalError({ code: "invalid_event", field, message: problem }))
   let redacted: unknown
   try {
     redacted = redactor === undefined ? value : redactor(value)
@@ -58,7 +76,7 @@ export const encodeJson = (
 }
 
 export interface AdmissionOptions {
-  readonly redactor: Redactor
+  readonly redactor: Redaction.Redactor
   readonly maxEntryBytes: number | undefined
 }
 
