@@ -25,8 +25,9 @@ import * as RetryPolicy from "./internal/retryPolicy.js"
 import * as TransactionDriver from "./internal/transactionDriver.js"
 
 /**
- * Retry policy of a writer's outermost writes. Values that are not safe integers ≥ 1
- * clamp to 1 (a mis-set option means fewer retries, never unbounded ones).
+ * Retry policy of a writer's outermost writes. `maxAttempts` must be a positive safe
+ * integer, `baseDelayMs` and `maxDelayMs` non-negative finite numbers of milliseconds;
+ * anything else is refused, never clamped (see {@link make} for how).
  *
  * @since 0.1.0
  * @category models
@@ -298,6 +299,12 @@ const runHooks = (hooks: ReadonlyArray<Effect.Effect<void>>): Effect.Effect<void
  * for clients built by this package's layers (their transaction driver takes the
  * database locks); a bare client is plain `BEGIN`.
  *
+ * Invalid `options` (see {@link WriteRetryOptions}) are a programming error:
+ * `make` throws synchronously, so {@link layer} dies, with a message naming the
+ * option and the rule (`DurableWriter options: maxAttempts: must be a positive
+ * safe integer (got -1)`). `SqliteDatabase.layer` and `PgDatabase.layer` check
+ * their `writer` options first and fail with a typed `DatabaseOpenError` instead.
+ *
  * @since 0.1.0
  * @category constructors
  */
@@ -418,7 +425,8 @@ export const make = (sql: SqlClient.SqlClient, options?: WriteRetryOptions): Ser
 }
 
 /**
- * The writer over the context's `SqlClient`.
+ * The writer over the context's `SqlClient`. Invalid `options` make the layer
+ * die at build (a defect, as in {@link make}): its error channel is `never`.
  *
  * @since 0.1.0
  * @category layers

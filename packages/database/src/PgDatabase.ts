@@ -29,6 +29,13 @@ import { openPg } from "./internal/pgOpen.js"
  * - `applicationName`: reported to the server, default `"baton"`.
  * - `writer`: retry options of the layer's `DurableWriter`.
  *
+ * Options of the wrong type or range (`maxConnections` not a positive safe integer,
+ * `connectTimeout`/`lockTimeout` not a positive finite duration, a non-string
+ * `applicationName` or `url`, bad `writer` options) fail the open, before any
+ * connection, with `invalid_url` (the closest reason of `DatabaseOpenReason`),
+ * `target` the option's name and a message naming the option and the rule, e.g.
+ * `PgDatabase option maxConnections: must be a positive safe integer (got -1)`.
+ *
  * @since 0.1.0
  * @category models
  */

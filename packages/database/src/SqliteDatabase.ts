@@ -27,6 +27,13 @@ import { openFile } from "./internal/sqliteFileOpen.js"
  *   open. Default `true`.
  * - `writer`: retry options of the layer's `DurableWriter`.
  *
+ * Options of the wrong type or range (a non-string `filename`, a negative or
+ * non-finite `busyTimeout`, a `mode` outside 0..0o7777, a non-boolean flag, bad
+ * `writer` options) fail the open with `invalid_path` (the closest reason of
+ * `DatabaseOpenReason`) whose message names the option and the rule, e.g.
+ * `SqliteDatabase option writer.maxAttempts: must be a positive safe integer (got -1)`;
+ * nothing is created.
+ *
  * @since 0.1.0
  * @category models
  */

@@ -17,6 +17,7 @@ import * as DurableWriter from "../DurableWriter.js"
 import { table as ledgerTable } from "../Migrations.js"
 import * as IntentionLocks from "./intentionLocks.js"
 import * as JsonValid from "./pgJsonValid.js"
+import * as Options from "./options.js"
 import { checkConnection, makePool } from "./pgPool.js"
 import { invalidSchemaMessage, isRefusal, parsePgUrl, type PgTarget, schemaPattern } from "./pgUrl.js"
 
@@ -72,9 +73,23 @@ export interface Admitted {
 /** Validate options and URL (spec 10.1) without connecting. */
 export const admit = (options: OpenOptions): Effect.Effect<Admitted, DatabaseOpenError> =>
   Effect.gen(function*() {
-    const schema = options.schema ?? "baton"
-    if (!schemaPattern.test(schema)) {
-      return yield* new DatabaseOpenError({ reason: "invalid_schema", target: schema, message: invalidSchemaMessage(schema) })
+    const url: unknown = options.url
+    const problem = url === undefined || typeof url === "string" || Redacted.isRedacted(url)
+      ? Options.pgProblem(options as unknown as Record<string, unknown>)
+      : { option: "url", message: "url: must be a string or a Redacted string" }
+    if (problem !== undefined) {
+      // No reason of spec 4.4 names a bad option; `invalid_url` is the closest (the
+      // connection configuration is unusable). The target names the option.
+      return yield* new DatabaseOpenError({
+        reason: "invalid_url",
+        target: problem.option,
+        message: `PgDatabase option ${problem.message}`
+      })
+    }
+    const schema: unknown = options.schema ?? "baton"
+    if (typeof schema !== "string" || !schemaPattern.test(schema)) {
+      const shown = typeof schema === "string" ? schema : String(schema)
+      return yield* new DatabaseOpenError({ reason: "invalid_schema", target: shown, message: invalidSchemaMessage(shown) })
     }
     const parsed = parsePgUrl(yield* resolveUrl(options.url))
     if (isRefusal(parsed)) {

@@ -8,6 +8,7 @@ import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Random from "effect/Random"
 import * as Classify from "./classify.js"
+import * as Options from "./options.js"
 
 /** @internal */
 export interface Policy {
@@ -16,18 +17,24 @@ export interface Policy {
   readonly maxDelayMs: number
 }
 
-/** Options that are not safe integers ≥ 1 clamp to 1: fewer retries, never unbounded ones. */
-const clamp = (value: number | undefined, fallback: number): number =>
-  value === undefined ? fallback : Number.isSafeInteger(value) && value >= 1 ? value : 1
-
-/** @internal */
+/**
+ * The policy of `options`, with the defaults of spec 4.2. Invalid options are a
+ * programming error: this throws (a defect at the writer's construction) with a
+ * message naming the option and the rule, rather than clamping them silently.
+ *
+ * @internal
+ */
 export const policyOf = (
   options: { readonly maxAttempts?: number; readonly baseDelayMs?: number; readonly maxDelayMs?: number } | undefined
-): Policy => ({
-  maxAttempts: clamp(options?.maxAttempts, 10),
-  baseDelayMs: clamp(options?.baseDelayMs, 50),
-  maxDelayMs: clamp(options?.maxDelayMs, 10_000)
-})
+): Policy => {
+  const problem = Options.writerProblem(options)
+  if (problem !== undefined) throw new Error(`DurableWriter options: ${problem.message}`)
+  return {
+    maxAttempts: options?.maxAttempts ?? 10,
+    baseDelayMs: options?.baseDelayMs ?? 50,
+    maxDelayMs: options?.maxDelayMs ?? 10_000
+  }
+}
 
 /**
  * Delay before replay `replay` (1-based), in ms: `base × 2^(replay−1)` times a uniform

@@ -7,6 +7,7 @@ import * as Reactivity from "@effect/experimental/Reactivity"
 import type * as SqlClient from "@effect/sql/SqlClient"
 import { Cause, Duration, Effect, Exit, Scope } from "effect"
 import { DatabaseOpenError } from "../DatabaseOpenError.js"
+import * as Options from "./options.js"
 import * as SqliteClient from "./sqliteClient.js"
 import { ensureFile, resolveFilename } from "./sqliteFilePath.js"
 import { ensureWal, inspect, onLadder } from "./sqliteFileGuard.js"
@@ -67,12 +68,42 @@ const configure = (sql: SqlClient.SqlClient, busyMs: number) =>
   })
 
 /**
+ * Refuse options of the wrong type or range before anything is opened, as
+ * `invalid_path` (the closest reason spec 4.4 lists: the open's configuration is
+ * unusable), naming the option and the rule.
+ */
+const admitOptions = (options: OpenOptions): Effect.Effect<void, DatabaseOpenError> =>
+  Effect.suspend(() => {
+    const filename: unknown = options.filename
+    if (typeof filename !== "string") {
+      return Effect.fail(
+        new DatabaseOpenError({
+          reason: "invalid_path",
+          target: String(filename),
+          message: `SqliteDatabase option filename: must be a string path (got ${
+            filename === null ? "null" : typeof filename
+          })`
+        })
+      )
+    }
+    const problem = Options.sqliteProblem(options as unknown as Record<string, unknown>)
+    return problem === undefined ? Effect.void : Effect.fail(
+      new DatabaseOpenError({
+        reason: "invalid_path",
+        target: filename,
+        message: `SqliteDatabase option ${problem.message}`
+      })
+    )
+  })
+
+/**
  * Open one SQLite file: validate the name, create or stat the file, inspect an
  * existing one before anything writes to it, convert to WAL (read-write), build
  * the client with the transaction driver of spec 6.8 (which also marks it), configure it.
  */
 export const openFile = (options: OpenOptions): Effect.Effect<SqlClient.SqlClient, DatabaseOpenError, Scope.Scope> =>
   Effect.gen(function*() {
+    yield* admitOptions(options)
     const readOnly = options.readOnly ?? false
     const file = yield* resolveFilename(options.filename)
     const state = yield* ensureFile(file, {
