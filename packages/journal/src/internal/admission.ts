@@ -69,8 +69,8 @@ export const encodeJson = (
   let redacted: unknown
   try {
     redacted = redactor === undefined ? value : redactor(value)
-  } catch (error) {
-    return Either.left(invalid(field, error instanceof Error ? error.message : "cannot be redacted"))
+  } catch {
+    return Either.left(invalid(field, "the redactor failed on this value"))
   }
   return Either.mapLeft(encode(redacted), (reason) => invalid(field, reason))
 }

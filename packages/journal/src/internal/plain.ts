@@ -5,10 +5,12 @@
  * numbers, `undefined`, functions, symbols, BigInt, and objects other than
  * plain objects, arrays and valid `Date`s (kept: journal.md check 2 stores a
  * `Date` as its ISO string). The walk reads property descriptors only, so no
- * caller code runs (no getters, no `toJSON`).
+ * caller code runs (no getters, no `toJSON`, no proxy traps).
  *
  * @internal
  */
+import { types } from "node:util"
+
 const maxDepth = 256
 const identifierKey = /^[A-Za-z_$][A-Za-z0-9_$]{0,63}$/
 
@@ -56,6 +58,7 @@ export const plainProblem = (
     }
     if (current === null) return undefined
     const object = current as object
+    if (types.isProxy(object)) return `${path}: a Proxy is not a plain JSON value`
     if (depth > maxDepth) return `${path}: nested deeper than ${maxDepth} levels`
     if (ancestors.has(object)) return `${path}: a cycle is not JSON`
     const proto = Object.getPrototypeOf(object) as unknown
@@ -75,6 +78,7 @@ export const plainProblem = (
         const at = array ? `${path}[${key}]` : `${path}${segment(key, shown)}`
         if (array && !/^(0|[1-9][0-9]*)$/.test(key)) return `${at}: a named member of an array is not JSON`
         const descriptor = Object.getOwnPropertyDescriptor(object, key)!
+        if (!("value" in descriptor)) return `${at}: is an accessor property (getters are not called)`
         if (descriptor.enumerable !== true) return `${at}: is a non-enumerable property`
         const problem = check(descriptor.value, at, depth + 1)
         if (problem !== undefined) return problem

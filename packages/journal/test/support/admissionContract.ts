@@ -91,6 +91,61 @@ export const admissionContract = (
         expect((yield* rows("r"))[2]?.payload_json).toBe(`{"at":"1970-01-01T00:00:00.000Z"}`)
       }))
 
+    test("accessors and proxies are refused without running caller code", (journal) =>
+      Effect.gen(function*() {
+        let calls = 0
+        const getter = Object.defineProperty({}, "k", {
+          get() {
+            calls++
+            return "v"
+          },
+          enumerable: true
+        })
+        yield* refused(journal, ev(getter), "input.payload", "input.payload.k:", "is an accessor property")
+        const throwing = Object.defineProperty({}, "k", {
+          get() {
+            calls++
+            throw new Error("caller-exception-text")
+          },
+          enumerable: true
+        })
+        yield* refused(journal, ev({ nested: throwing }), "input.payload", "input.payload.nested.k:", "accessor")
+        for (const emit of [journal.emitDurableUnfenced, journal.emitLossy]) {
+          const error = yield* Effect.flip(emit(ev({ nested: throwing })))
+          expect(JSON.stringify(error)).not.toContain("caller-exception-text")
+          expect(String(error.message)).not.toContain("caller-exception-text")
+        }
+        const trap = () => {
+          calls++
+          throw new Error("caller-exception-text")
+        }
+        const proxy = new Proxy({}, { ownKeys: trap, getOwnPropertyDescriptor: trap, get: trap, getPrototypeOf: trap })
+        yield* refused(journal, ev({ p: proxy }), "input.payload", "input.payload.p:", "Proxy")
+        yield* refused(journal, ev({}, { meta: getter }), "input.meta", "input.meta.k:", "accessor")
+        expect(calls).toBe(0)
+        yield* own("r", A)
+        const error = yield* Effect.flip(journal.checkpoint({ runId: "r", seq: 0, state: getter }, A))
+        expect(error.code).toBe("invalid_event")
+        expect(error.message).toContain("options.state.k:")
+        expect(calls).toBe(0)
+        yield* nothingConsumed(journal)
+      }))
+
+    test("a throwing redactor's text never reaches the error", (journal) =>
+      Effect.gen(function*() {
+        for (const emit of [journal.emitDurableUnfenced, journal.emitLossy]) {
+          const error = yield* Effect.flip(emit(ev({ s: 1 })))
+          expect(error.code).toBe("invalid_event")
+          expect(error.field).toBe("input.payload")
+          expect(JSON.stringify(error)).not.toContain("redactor-exception-text")
+        }
+      }), {
+      redact: (value) => {
+        if (typeof value === "object" && value !== null && "s" in value) throw new Error("redactor-exception-text")
+        return value
+      }
+    })
+
     test("checkpoint state must be plain JSON too", (journal) =>
       Effect.gen(function*() {
         yield* own("r", A)
