@@ -15,7 +15,7 @@ import * as ControlError from "./ControlError.js"
 import * as ControlExecutor from "./ControlExecutor.js"
 import * as ControlRuntime from "./ControlRuntime.js"
 import * as ControlSchema from "./ControlSchema.js"
-import { admit, keyRule, requireKey } from "./internal/facadeBoundary.js"
+import { admit, admitId, keyRule, requireKey } from "./internal/facadeBoundary.js"
 import * as Inputs from "./internal/facadeInputs.js"
 import { list as listImpl } from "./internal/facadeList.js"
 import { emit, fingerprint, intentOf, mutate, mutationKey, persistence, transact } from "./internal/facadeMutation.js"
@@ -139,7 +139,8 @@ type E = ControlError.ControlError
  *   (`Terminal{cancelled}` when it settled here, else `Accepted`).
  * - `resume`: claim a parked run, or hand it to the live host that parked it
  *   (`Accepted{handedTo}` plus a resume delegation).
- * - `getRun`, `list`: projections (with a `codeDrift` view on live runs).
+ * - `getRun`, `list`: projections (with a `codeDrift` view on live runs); a run id
+ *   that is not 1..1024 well-formed characters fails `InvalidInput`.
  *
  * Bad input fails `InvalidInput` naming the field and the rule, and writes nothing.
  *
@@ -198,7 +199,10 @@ export interface Service {
   >
   readonly getRun: (
     runId: ControlSchema.RunId
-  ) => Effect.Effect<ControlSchema.RunSummary, ControlError.RunNotFound | ControlError.PersistenceError>
+  ) => Effect.Effect<
+    ControlSchema.RunSummary,
+    ControlError.RunNotFound | ControlError.InvalidInput | ControlError.PersistenceError
+  >
   readonly list: (request: ControlSchema.ListRequest) => Effect.Effect<ControlSchema.ListResponse, E>
 }
 
@@ -704,7 +708,11 @@ export const make: Effect.Effect<Service, never, ControlRuntime.ControlRuntime |
       })
 
     // ---- reads --------------------------------------------------------------
-    const getRun: Service["getRun"] = (runId) => Effect.flatMap(runtime.getRun(runId), decorate)
+    const getRun: Service["getRun"] = (raw) =>
+      admitId("getRun", "runId", raw).pipe(
+        Effect.flatMap((runId) => runtime.getRun(runId)),
+        Effect.flatMap(decorate)
+      )
 
     const list: Service["list"] = (request) => listImpl(runtime, decorate, request)
 

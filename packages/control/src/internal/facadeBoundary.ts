@@ -105,17 +105,50 @@ const copy = (value: unknown): unknown => {
   return visit(value, [], 0)
 }
 
-const pathOf = (error: ParseResult.ParseError): string => {
+const clip = (text: string) => (text.length > 120 ? `${text.slice(0, 117)}...` : text)
+
+/** "Expected A, actual V" → ["A", "V"]. */
+const expectedActual = (message: string): readonly [string, string] | undefined => {
+  const match = /^Expected ([\s\S]*), actual ([\s\S]*)$/.exec(message)
+  return match === null ? undefined : [match[1]!, match[2]!]
+}
+
+/**
+ * The first decoding issue as `<path>: <rule>`. Union members failing at the
+ * same path are merged into one list of allowed values.
+ */
+export const describeIssue = (error: ParseResult.ParseError): string => {
   const issues = ParseResult.ArrayFormatter.formatErrorSync(error)
   const first = issues[0]
-  if (first === undefined || first.path.length === 0) return "<root>"
-  return first.path.map(String).join(".")
+  if (first === undefined) return "input: is not valid"
+  const path = first.path.length === 0 ? "input" : render(first.path.map((p) => (typeof p === "number" ? p : String(p))))
+  switch (first._tag) {
+    case "Missing":
+      return `${path}: is required`
+    case "Unexpected":
+      return `${path}: unknown field (${first.message.replace(/^is unexpected, /, "")})`
+    case "Type": {
+      const same = issues.filter((issue) =>
+        issue._tag === "Type" && issue.path.length === first.path.length &&
+        issue.path.every((p, i) => p === first.path[i])
+      )
+      const parsed = same.map((issue) => expectedActual(issue.message))
+      if (parsed.every((p) => p !== undefined) && parsed.length > 0) {
+        const expected = [...new Set(parsed.flatMap((p) => p![0].split(" | ")))].filter((e) => e !== "undefined")
+        return `${path}: must be ${clip(expected.join(" | "))}, received ${clip(parsed[0]![1])}`
+      }
+      return `${path}: ${clip(first.message)}`
+    }
+    default:
+      return `${path}: ${clip(first.message)}`
+  }
 }
 
 /**
  * Admits one mutation input: inert copy, then schema decoding.
  * Fails `InvalidInput("<operation>: <complaint>")` or
- * `InvalidInput("<operation>: invalid mutation at <path>")`.
+ * `InvalidInput("<operation>: invalid mutation at <path>: <rule>")` (the rule:
+ * the expected type or allowed values, "is required", or "unknown field").
  */
 export const admit = <A, I>(
   operation: string,
@@ -151,7 +184,7 @@ export const admit = <A, I>(
       return Effect.fail(new ControlError.InvalidInput({ issue: `${operation}: input is not inert JSON data` }))
     }
     return Schema.decodeUnknown(schema, { onExcessProperty: "error" })(copied).pipe(
-      Effect.mapError((error) => new ControlError.InvalidInput({ issue: `${operation}: invalid mutation at ${pathOf(error)}` }))
+      Effect.mapError((error) => new ControlError.InvalidInput({ issue: `${operation}: invalid mutation at ${describeIssue(error)}` }))
     )
   })
 
@@ -175,4 +208,24 @@ export const requireKey = (operation: string, key: string): Effect.Effect<void, 
     ? Effect.void
     : Effect.fail(
       new ControlError.InvalidInput({ issue: `${operation}.idempotencyKey: must be 1 to 1024 well-formed characters` })
+    )
+
+/**
+ * Admits an id given as a bare argument (`getRun(runId)`): a string of 1..1024
+ * UTF-16 units with no U+0000 and no unpaired surrogate. The value itself is
+ * never echoed (it may hold the very characters refused).
+ */
+export const admitId = (
+  operation: string,
+  field: string,
+  value: unknown
+): Effect.Effect<string, ControlError.InvalidInput> =>
+  typeof value === "string" && isDurableTextOfLength(value, 1024)
+    ? Effect.succeed(value)
+    : Effect.fail(
+      new ControlError.InvalidInput({
+        issue: `${operation}.${field}: must be a string of 1 to 1024 characters without U+0000 or unpaired surrogates, received ${
+          typeof value === "string" ? `a string of ${value.length} characters` : typeof value === "object" && value !== null ? "an object" : typeof value
+        }`
+      })
     )

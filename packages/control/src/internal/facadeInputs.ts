@@ -15,15 +15,37 @@ export const PrincipalInput = Schema.Struct({
 })
 export type PrincipalInput = typeof PrincipalInput.Type
 
+/** The rule of every id a caller names (run, plan, flow ids). */
+export const idRule = "must be 1 to 1024 well-formed characters"
+
+/** An id: 1..1024 UTF-16 units (NUL and lone surrogates are refused by the inert copy first). */
+export const Id = Schema.String.pipe(Schema.minLength(1), Schema.maxLength(1024)).annotations({
+  message: () => ({ message: idRule, override: true })
+})
+
+const budgetRule = "must be a non-negative safe integer"
+
+/** A budget number: a count (tokens) or milliseconds, so a non-negative safe integer. */
+const BudgetNumber = Schema.Number.pipe(
+  Schema.filter((n) => Number.isSafeInteger(n) && n >= 0)
+).annotations({ message: () => ({ message: budgetRule, override: true }) })
+
+/** A submitted budget (§3.1): `tokens` (count), `milliseconds`, `deadline` (ms after launch). */
+export const Budget = Schema.Struct({
+  tokens: Schema.optional(BudgetNumber),
+  milliseconds: Schema.optional(BudgetNumber),
+  deadline: Schema.optional(BudgetNumber)
+})
+
 export const PlanInput = Schema.Struct({
-  flowId: Schema.String,
+  flowId: Id,
   input: Schema.optional(Schema.Unknown),
   idempotencyKey: Schema.optional(Schema.String),
-  budget: Schema.optional(ControlSchema.Budget)
+  budget: Schema.optional(Budget)
 })
 
 export const RunPlanInput = Schema.TaggedStruct("Plan", {
-  planId: Schema.String,
+  planId: Id,
   digest: Schema.String,
   envelope: ControlSchema.Envelope,
   idempotencyKey: Schema.String,
@@ -31,7 +53,7 @@ export const RunPlanInput = Schema.TaggedStruct("Plan", {
 })
 
 export const RunResumeInput = Schema.TaggedStruct("Resume", {
-  runId: Schema.String,
+  runId: Id,
   idempotencyKey: Schema.String,
   reason: Schema.optional(Schema.String),
   allowCodeDrift: Schema.optional(Schema.Boolean),
@@ -49,10 +71,10 @@ export const ApprovalInput = Schema.Struct({
 })
 
 export const SteerInput = Schema.Struct({
-  runId: Schema.String,
+  runId: Id,
   message: Schema.Struct({
     messageId: Schema.String,
-    runId: Schema.String,
+    runId: Id,
     principal: PrincipalInput,
     createdAt: Schema.Number,
     kind: Schema.optional(Schema.Literal("Message")),
@@ -62,23 +84,52 @@ export const SteerInput = Schema.Struct({
 })
 
 export const SignalInput = Schema.Struct({
-  runId: Schema.String,
+  runId: Id,
   signal: ControlSchema.SignalPayload,
   idempotencyKey: Schema.String,
   principal: Schema.optional(PrincipalInput)
 })
 
 export const RunMutationInput = Schema.Struct({
-  runId: Schema.String,
+  runId: Id,
   idempotencyKey: Schema.String,
   reason: Schema.optional(Schema.String),
   principal: Schema.optional(PrincipalInput)
 })
 
 export const ResumeInput = Schema.Struct({
-  runId: Schema.String,
+  runId: Id,
   idempotencyKey: Schema.String,
   reason: Schema.optional(Schema.String),
   allowCodeDrift: Schema.optional(Schema.Boolean),
   principal: Schema.optional(PrincipalInput)
 })
+
+/** `ControlSchema.ListRequest` with its ids admitted like every other id (non-empty, bounded). */
+export const ListRequest = Schema.Union(
+  Schema.TaggedStruct("flows", {
+    cursor: Schema.optional(Schema.String),
+    limit: Schema.optional(ControlSchema.PageLimit)
+  }),
+  Schema.TaggedStruct("plans", {
+    filters: Schema.optional(Schema.Struct({
+      flowId: Schema.optional(Id),
+      decision: Schema.optional(ControlSchema.PlanDecision)
+    })),
+    cursor: Schema.optional(Schema.String),
+    limit: Schema.optional(ControlSchema.PageLimit)
+  }),
+  Schema.TaggedStruct("runs", {
+    filters: Schema.optional(Schema.Struct({
+      ...ControlSchema.RunListFilters.fields,
+      runId: Schema.optional(Id),
+      flowId: Schema.optional(Id),
+      parentRunId: Schema.optional(Id),
+      lineageId: Schema.optional(Id),
+      principalId: Schema.optional(Id)
+    })),
+    order: Schema.optional(Schema.Literal("newest", "oldest")),
+    cursor: Schema.optional(Schema.String),
+    limit: Schema.optional(ControlSchema.PageLimit)
+  })
+)

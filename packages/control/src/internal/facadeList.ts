@@ -8,6 +8,7 @@ import type * as ControlRuntime from "../ControlRuntime.js"
 import * as ControlSchema from "../ControlSchema.js"
 import { canonical } from "./canonical.js"
 import { admit } from "./facadeBoundary.js"
+import * as Inputs from "./facadeInputs.js"
 
 const invalid = (issue: string) => new ControlError.InvalidInput({ issue })
 
@@ -55,7 +56,7 @@ export const list = (
 ): Effect.Effect<ControlSchema.ListResponse, ControlError.ControlError> =>
   Effect.gen(function*() {
     const limit = yield* limitOf(raw)
-    const request = yield* admit("list", ControlSchema.ListRequest, raw)
+    const request: ControlSchema.ListRequest = yield* admit("list", Inputs.ListRequest, raw)
     switch (request._tag) {
       case "flows": {
         const offset = yield* offsetCursor(request.cursor)
