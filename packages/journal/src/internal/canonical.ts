@@ -68,7 +68,12 @@ export const encode = (value: unknown): Either.Either<string, string> => {
     ancestors.add(object)
     try {
       if (Array.isArray(object)) {
-        const items = object.map((item, index) => write(item, String(index), depth + 1) ?? "null")
+        // Not `map`: it skips holes, and `[1,,3]` would encode as invalid JSON.
+        const items: Array<string> = []
+        for (let index = 0; index < object.length; index++) {
+          if (!Object.prototype.hasOwnProperty.call(object, index)) fail(`a hole at index ${index} is not JSON`)
+          items.push(write(object[index], String(index), depth + 1) ?? "null")
+        }
         return `[${items.join(",")}]`
       }
       const keys = Object.keys(object).sort()

@@ -83,6 +83,15 @@ export const plainProblem = (
         const problem = check(descriptor.value, at, depth + 1)
         if (problem !== undefined) return problem
       }
+      if (array) {
+        // Own keys came in index order; a hole is an index below length with no own member.
+        const length = (object as ReadonlyArray<unknown>).length
+        for (let index = 0; index < length; index++) {
+          if (!Object.prototype.hasOwnProperty.call(object, index)) {
+            return `${path}[${index}]: a hole in a sparse array is not JSON`
+          }
+        }
+      }
       return undefined
     } finally {
       ancestors.delete(object)

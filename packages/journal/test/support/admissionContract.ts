@@ -146,6 +146,22 @@ export const admissionContract = (
       }
     })
 
+    test("a sparse array is refused before any write, naming the hole", (journal) =>
+      Effect.gen(function*() {
+        // eslint-disable-next-line no-sparse-arrays
+        yield* refused(journal, ev({ a: [1, , 3] }), "input.payload", "input.payload.a[1]:", "hole")
+        yield* refused(journal, ev(new Array(3)), "input.payload", "input.payload[0]:", "hole")
+        // eslint-disable-next-line no-sparse-arrays
+        yield* refused(journal, ev({}, { meta: [, 1] }), "input.meta", "input.meta[0]:", "hole")
+        yield* nothingConsumed(journal)
+        yield* own("r", A)
+        // eslint-disable-next-line no-sparse-arrays
+        const error = yield* Effect.flip(journal.checkpoint({ runId: "r", seq: 0, state: { a: [1, , 3] } }, A))
+        expect(error.code).toBe("invalid_event")
+        expect(error.message).toContain("options.state.a[1]:")
+        expect(yield* count("flows_journal_checkpoints")).toBe(0)
+      }))
+
     test("checkpoint state must be plain JSON too", (journal) =>
       Effect.gen(function*() {
         yield* own("r", A)
