@@ -16,6 +16,7 @@ import * as ControlExecutor from "./ControlExecutor.js"
 import * as ControlRuntime from "./ControlRuntime.js"
 import * as ControlSchema from "./ControlSchema.js"
 import { admit, admitId, keyRule, requireKey } from "./internal/facadeBoundary.js"
+import { displayCard } from "./internal/facadeDisplay.js"
 import * as Inputs from "./internal/facadeInputs.js"
 import { list as listImpl } from "./internal/facadeList.js"
 import { emit, fingerprint, intentOf, mutate, mutationKey, persistence, transact } from "./internal/facadeMutation.js"
@@ -141,6 +142,7 @@ type E = ControlError.ControlError
  *   (`Accepted{handedTo}` plus a resume delegation).
  * - `getRun`, `list`: projections (with a `codeDrift` view on live runs); a run id
  *   that is not 1..1024 well-formed characters fails `InvalidInput`.
+ * - `plan` answers the card with its `inputSummary` redacted (journal `Redaction`).
  *
  * Bad input fails `InvalidInput` naming the field and the rule, and writes nothing.
  *
@@ -309,7 +311,8 @@ export const make: Effect.Effect<Service, never, ControlRuntime.ControlRuntime |
           }
           return card
         })
-        return yield* semaphore.withPermits(1)(transact(host, "plan", body))
+        const card = yield* semaphore.withPermits(1)(transact(host, "plan", body))
+        return displayCard(card)
       })
 
     // ---- approve / deny ---------------------------------------------------

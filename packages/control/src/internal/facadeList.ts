@@ -8,6 +8,7 @@ import type * as ControlRuntime from "../ControlRuntime.js"
 import * as ControlSchema from "../ControlSchema.js"
 import { canonical } from "./canonical.js"
 import { admit } from "./facadeBoundary.js"
+import { displayCard } from "./facadeDisplay.js"
 import * as Inputs from "./facadeInputs.js"
 
 const invalid = (issue: string) => new ControlError.InvalidInput({ issue })
@@ -80,7 +81,7 @@ export const list = (
         return {
           _tag: "plans" as const,
           items: page.plans.map((plan) => ({
-            card: plan.card,
+            card: displayCard(plan.card),
             input: (plan.decodedInput ?? null) as ControlSchema.Json,
             decision: plan.decision
           })),
