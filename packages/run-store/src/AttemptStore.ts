@@ -277,9 +277,7 @@ const fromFailure = (method: string) => (error: unknown): AttemptStoreError => {
   const reason = typeof error === "object" && error !== null && "_tag" in error ? String(error._tag) : "unknown"
   if (code === undefined) return fail("persistence_failed", method, "the store could not complete the operation", { category: "unknown", reason })
   const cause = { category: code, reason, cause: new DurableWriter.DatabaseError({ code }) }
-  return code === "constraint"
-    ? fail("constraint", method, "the database refused the change", cause)
-    : fail("persistence_failed", method, "the database could not complete the operation", cause)
+  return fail(code === "constraint" ? "constraint" : "persistence_failed", method, Errors.databaseDetail(code), cause)
 }
 
 const decodeFailed = (method: string) => fail("decode_failed", method, "a stored attempt does not decode", undefined)

@@ -39,11 +39,28 @@ export const databaseCode = (error: unknown): DurableWriter.DatabaseErrorCode | 
 }
 
 /**
+ * The cause of a database failure: only a fresh `DatabaseError` with the code,
+ * so an outer writer can still classify a retry and no driver message or bound
+ * parameter leaks.
+ */
+export const databaseCause = (code: DurableWriter.DatabaseErrorCode) => ({
+  category: code,
+  cause: new DurableWriter.DatabaseError({ code })
+})
+
+/**
+ * The user-facing detail of a database failure: the code and the database's
+ * own fixed wording for it (e.g. "read_only: the database is open read-only"),
+ * so a read-only, full or busy database is named instead of hidden.
+ */
+export const databaseDetail = (code: DurableWriter.DatabaseErrorCode): string =>
+  `${code}: ${new DurableWriter.DatabaseError({ code }).message}`
+
+/**
  * Maps any failure of a store write to a `RunStoreError`: a `RunStoreError`
  * passes through; a database constraint is `constraint`; everything else is
- * `persistence_failed`. The cause keeps only a fresh `DatabaseError` with the
- * code, so an outer writer can still classify a retry and no driver message
- * or bound parameter leaks.
+ * `persistence_failed`. The message carries the database code and its fixed
+ * wording; the cause is `databaseCause(code)`.
  */
 export const fromFailure = (method: string, error: unknown): RunStoreError => {
   if (error instanceof RunStoreError) return error
@@ -52,8 +69,6 @@ export const fromFailure = (method: string, error: unknown): RunStoreError => {
     const kind = isObject(error) && typeof error._tag === "string" ? error._tag : "unknown"
     return make("persistence_failed", method, "the store could not complete the operation", { category: kind })
   }
-  const cause = { category: code, cause: new DurableWriter.DatabaseError({ code }) }
-  return code === "constraint"
-    ? make("constraint", method, "the database refused the change", cause)
-    : make("persistence_failed", method, "the database could not complete the operation", cause)
+  return make(code === "constraint" ? "constraint" : "persistence_failed", method, databaseDetail(code), databaseCause(code))
 }
+
