@@ -72,3 +72,6 @@ export const fromFailure = (method: string, error: unknown): RunStoreError => {
   return make(code === "constraint" ? "constraint" : "persistence_failed", method, databaseDetail(code), databaseCause(code))
 }
 
+/** `create` of an id that already has a row (§10.1): `constraint`, naming the cause without echoing input. */
+export const duplicateRun = (method: string, runId: string) =>
+  make("constraint", method, "a run with this id already exists", { runId, ...databaseCause("constraint") })

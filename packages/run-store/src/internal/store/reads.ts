@@ -55,9 +55,12 @@ export const make = (ctx: StoreContext): Pick<Service, "create" | "get" | "linea
               SET last_row_seq = last_row_seq + 1 WHERE singleton = 1 RETURNING last_row_seq`
             const seq = counter[0]
             if (seq === undefined) return yield* Effect.fail(Errors.writeInvariant("create", id, "the run counter row is missing"))
-            yield* sql`INSERT INTO flows_runs (row_seq, run_id, status, created_at_ms, parent_run_id, lineage_id,
-              round_ordinal, state_json) VALUES (${Number(seq.last_row_seq)}, ${id}, 'pending', ${createdAtMs},
-              ${opts.parentRunId}, ${opts.lineageId}, ${opts.roundOrdinal}, ${state})`
+            // A duplicate id inserts nothing (other refusals still raise); failing here rolls the counter back.
+            const inserted = yield* sql`INSERT INTO flows_runs (row_seq, run_id, status, created_at_ms, parent_run_id,
+              lineage_id, round_ordinal, state_json) VALUES (${Number(seq.last_row_seq)}, ${id}, 'pending',
+              ${createdAtMs}, ${opts.parentRunId}, ${opts.lineageId}, ${opts.roundOrdinal}, ${state})
+              ON CONFLICT (run_id) DO NOTHING RETURNING run_id`
+            if (inserted.length === 0) return yield* Effect.fail(Errors.duplicateRun("create", id))
           })
         )
       })
