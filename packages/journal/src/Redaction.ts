@@ -136,6 +136,8 @@ const sensitiveSuffixes = [
   "apikey",
   "token",
   "password",
+  "passwd",
+  "pwd",
   "passphrase",
   "secret",
   "secretaccesskey",
@@ -159,8 +161,9 @@ const normalize = (key: string): string => key.toLowerCase().replace(/[^a-z0-9]/
 
 /**
  * Whether a member named `key` holds a secret: its last word (split on
- * non-alphanumerics) is `key`, or its lowercased alphanumeric form, minus one
- * trailing `s`, ends with a sensitive suffix (`token`, `password`, `session`, …).
+ * non-alphanumerics) is `key` or `pass`, or its lowercased alphanumeric form,
+ * minus one trailing `s`, ends with a sensitive suffix (`token`, `password`,
+ * `passwd`, `pwd`, `session`, …; journal.md 6 plus `passwd`, `pwd`, `pass`).
  * Suffix, not substring: `tokenizer`, `secretary`, `monkey` are not sensitive.
  *
  * @since 0.1.0
@@ -168,7 +171,9 @@ const normalize = (key: string): string => key.toLowerCase().replace(/[^a-z0-9]/
  */
 export const isSensitiveKey = (key: string): boolean => {
   const words = key.split(/[^A-Za-z0-9]+/).filter((word) => word.length > 0)
-  if (words.length > 0 && words[words.length - 1]!.toLowerCase() === "key") return true
+  const last = words.length > 0 ? words[words.length - 1]!.toLowerCase() : ""
+  // `pass` only as a separate word: as a suffix it would catch `bypass`, `compass`.
+  if (last === "key" || last === "pass") return true
   let normalized = normalize(key)
   if (normalized.endsWith("s")) normalized = normalized.slice(0, -1)
   return sensitiveSuffixes.some((suffix) => normalized.endsWith(suffix))

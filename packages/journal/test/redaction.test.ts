@@ -47,7 +47,20 @@ describe("Redaction (check 3)", () => {
     for (const key of ["key", "api_key", "x-api-key", "apiKey", "password", "sessions", "oauth", "secretAccessKey"]) {
       expect(Redaction.isSensitiveKey(key), key).toBe(true)
     }
-    for (const key of ["idempotencyKey", "tokenizer", "secretary", "monkey", "tokenId", "publicKeyId", "author"]) {
+    for (
+      const key of [
+        "passwd", "db_passwd", "pwd", "userPwd", "pass", "smtp-pass", "DB_PASS", "api_key", "apikey", "access_token",
+        "refresh_token", "private_key", "client_secret", "authorization", "cookie", "session", "accessToken"
+      ]
+    ) {
+      expect(Redaction.isSensitiveKey(key), key).toBe(true)
+    }
+    for (
+      const key of [
+        "idempotencyKey", "tokenizer", "secretary", "monkey", "tokenId", "publicKeyId", "author", "bypass", "compass",
+        "passage", "passes", "password_hint_shown", "passenger"
+      ]
+    ) {
       expect(Redaction.isSensitiveKey(key), key).toBe(false)
     }
   })

@@ -16,6 +16,8 @@ describe.skipIf(url === undefined)("credential-shaped values never reach storage
       expect(rows.length).toBe(2)
       const text = rows.map((row) => row.t).join("\n")
       expect(text).toContain("[REDACTED]")
+      const stored = yield* sql<{ p: string }>`SELECT payload_json AS p FROM flows_journal_events ORDER BY seq`
+      for (const row of stored) expect(row.p).toContain(`"budget":{"tokens":1000}`)
       for (const secret of Object.values(secrets)) expect(text.includes(secret), secret).toBe(false)
     }).pipe(Effect.provide(TestJournal.layerOn(TestDatabase.layerPostgres(url!)))), 30_000)
 })

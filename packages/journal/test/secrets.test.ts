@@ -18,6 +18,7 @@ describe("credential-shaped values never reach storage", () => {
       const bytes = Buffer.concat(readdirSync(dir).map((file) => readFileSync(path.join(dir, file))))
       expect(bytes.includes("flows_journal_events")).toBe(true)
       expect(bytes.includes("[REDACTED]")).toBe(true)
+      expect(bytes.includes(`"budget":{"tokens":1000}`)).toBe(true)
       for (const secret of Object.values(secrets)) expect(bytes.includes(secret), secret).toBe(false)
     }))
 })
