@@ -72,11 +72,39 @@ const fromDatabaseCode = (code: string, error: unknown, target: Target): CliFail
   return undefined
 }
 
+const postgresScheme = /^postgres(?:ql)?:\/\//i
+
+/**
+ * The database package's `wrong_dialect` messages name library calls (`use SqliteDatabase.layer`); a CLI
+ * user needs the flag instead. A PostgreSQL target means a URL reached the SQLite side (`--db <url>`);
+ * anything else means `--pg` got a file path or another scheme.
+ */
+export const wrongDialect = (target: string, libraryMessage: string): CliFailure => {
+  if (postgresScheme.test(target)) {
+    return new CliFailure({
+      exitCode: 5,
+      code: "wrong_dialect",
+      message: `--db takes a SQLite database file, but ${target} is a PostgreSQL URL`,
+      hint: "pass the URL with --pg <url>"
+    })
+  }
+  const got = /, got (a .*?)(?: \(use [^)]*\))?$/.exec(libraryMessage)?.[1] ?? "something else"
+  return new CliFailure({
+    exitCode: 5,
+    code: "wrong_dialect",
+    message: `--pg needs a postgres:// or postgresql:// URL, got ${got}`,
+    hint: "for a SQLite database file, use --db <file>"
+  })
+}
+
 /** Maps any error a verb can meet to the failure the CLI prints (node.md 6.3). */
 export const fromError = (error: unknown, target: Target): CliFailure => {
   if (error instanceof CliFailure) return error
   const tag = text(field(error, "_tag"))
   const code = text(field(error, "code"))
+  if (tag === "@baton/database/DatabaseOpenError" && field(error, "reason") === "wrong_dialect") {
+    return wrongDialect(text(field(error, "target")) ?? "", messageOf(error))
+  }
   if (tag === "@baton/database/DatabaseOpenError") {
     return new CliFailure({ exitCode: 5, code: text(field(error, "reason")) ?? "open_failed", message: messageOf(error) })
   }

@@ -14,7 +14,7 @@ import * as nodePath from "node:path"
 import { pathToFileURL } from "node:url"
 import type * as Flow from "../Flow.js"
 import * as NodeRuntime from "../NodeRuntime.js"
-import { CliFailure } from "./cliFailure.js"
+import { CliFailure, wrongDialect } from "./cliFailure.js"
 import * as Parse from "./cliParse.js"
 
 /** Options every verb accepts, already resolved against the environment. */
@@ -59,16 +59,22 @@ export const resolveGlobals = (raw: RawGlobals, env: NodeJS.ProcessEnv = process
 
 const nonEmpty = (s: string | undefined): string | undefined => (s === undefined || s.length === 0 ? undefined : s)
 
+/** `input` as a URL with its password replaced by `***`; `undefined` when it does not parse. */
+const redactedUrl = (input: string): string | undefined => {
+  try {
+    const url = new URL(input)
+    if (url.password !== "") url.password = "***"
+    return url.toString()
+  } catch {
+    return undefined
+  }
+}
+
 /** Where the verb points, for messages: the absolute file path or the redacted URL and schema. */
 export const location = (globals: Globals): string => {
   if (globals.pg !== undefined) {
-    try {
-      const url = new URL(globals.pg)
-      if (url.password !== "") url.password = "***"
-      return `${url.toString()} (schema ${globals.schema ?? "baton"})`
-    } catch {
-      return "the PostgreSQL URL"
-    }
+    const url = redactedUrl(globals.pg)
+    return url === undefined ? "the PostgreSQL URL" : `${url} (schema ${globals.schema ?? "baton"})`
   }
   return nodePath.resolve(globals.db ?? "./baton.db")
 }
@@ -118,6 +124,9 @@ export type Access = "read" | "write"
  */
 export const preflight = (globals: Globals, access: Access): "ok" | "empty" => {
   if (globals.pg !== undefined) return "ok"
+  if (globals.db !== undefined && /^postgres(?:ql)?:\/\//i.test(globals.db)) {
+    throw wrongDialect(redactedUrl(globals.db) ?? "the PostgreSQL URL", "")
+  }
   const path = location(globals)
   let stat: fs.Stats
   try {
