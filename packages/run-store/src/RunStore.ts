@@ -326,8 +326,10 @@ export const layerWith: Layer.Layer<RunStore, never, Consensus.Consensus | Durab
   Layer.effect(RunStore, make)
 
 /**
- * The SQL store over `SqlConsensus` (leases in `flows_consensus_leases`, created by the
- * journal's migration set).
+ * The SQL store over its own private `SqlConsensus` (leases in `flows_consensus_leases`,
+ * created by the journal's migration set). It provides only `RunStore`, not `Consensus`:
+ * when a journal runs beside it, build one `SqlConsensus.layer` and give it to both
+ * {@link layerWith} and `SqlJournal.layerWith()` instead.
  *
  * @since 0.1.0
  * @category layers
