@@ -66,7 +66,13 @@ const verb = (
   access: Session.Access,
   // The body's requirements are the client runtime's services (NodeRuntime's Provided).
   body: (ctx: Verbs.VerbContext) => Effect.Effect<void | number, unknown, any>,
-  options: { readonly onEmpty?: (ctx: Verbs.VerbContext) => Effect.Effect<void | number, unknown> } = {}
+  options: {
+    readonly onEmpty?: (ctx: Verbs.VerbContext) => Effect.Effect<void | number, unknown>
+    /** Checks the verb's id arguments (throws a usage `CliFailure`) before anything is opened. */
+    readonly ids?: ReadonlyArray<readonly [argument: string, value: string]>
+    /** Any other argument check that throws a usage `CliFailure`, run with `ids`. */
+    readonly check?: () => unknown
+  } = {}
 ): Effect.Effect<void, CliExit> =>
   Effect.gen(function*() {
     let json = raw.json
@@ -85,6 +91,13 @@ const verb = (
         catch: (e) => e
       })
       json = globals.json
+      yield* Effect.try({
+        try: () => {
+          options.ids?.forEach(([argument, value]) => Parse.id(argument, value))
+          options.check?.()
+        },
+        catch: (e) => e
+      })
       const state = yield* Effect.try({ try: () => Session.preflight(globals, access), catch: (e) => e })
       const catalog = yield* Session.loadCatalog(globals)
       const ctx: Verbs.VerbContext = { globals, catalog, tty: tty() }
@@ -186,6 +199,7 @@ const runCommand = Command.make("run", {
   tail: Options.integer("tail").pipe(Options.withDefault(20))
 }, (o) =>
   verb(o, "read", (ctx) => Verbs.run(ctx, o.runId, o.tail), {
+    ids: [["runId", o.runId]],
     onEmpty: (ctx) => Effect.fail(new CliFailure({ exitCode: 3, code: "run_not_found", message: `run "${o.runId}" not found in ${Session.location(ctx.globals)}` }))
   })).pipe(Command.withDescription("show a run: summary, attempts, open waits, journal tail"))
 
@@ -221,18 +235,18 @@ const decideOptions = {
 }
 
 const approveCommand = Command.make("approve", decideOptions, (o) =>
-  verb(o, "write", (ctx) => Verbs.decide(ctx, "approve", o.target, { scope: u(o.scope), reason: u(o.reason), key: u(o.key) })))
+  verb(o, "write", (ctx) => Verbs.decide(ctx, "approve", o.target, { scope: u(o.scope), reason: u(o.reason), key: u(o.key) }), { check: () => Parse.approvalTarget(o.target) }))
   .pipe(Command.withDescription("approve a plan or a run's approval request"))
 
 const denyCommand = Command.make("deny", decideOptions, (o) =>
-  verb(o, "write", (ctx) => Verbs.decide(ctx, "deny", o.target, { scope: u(o.scope), reason: u(o.reason), key: u(o.key) })))
+  verb(o, "write", (ctx) => Verbs.decide(ctx, "deny", o.target, { scope: u(o.scope), reason: u(o.reason), key: u(o.key) }), { check: () => Parse.approvalTarget(o.target) }))
   .pipe(Command.withDescription("deny a plan or a run's approval request"))
 
 const launchCommand = Command.make("launch", {
   ...globalOptions,
   planId: Args.text({ name: "planId" }),
   key: Options.text("key").pipe(Options.optional)
-}, (o) => verb(o, "write", (ctx) => Verbs.launch(ctx, o.planId, u(o.key))))
+}, (o) => verb(o, "write", (ctx) => Verbs.launch(ctx, o.planId, u(o.key)), { ids: [["planId", o.planId]] }))
   .pipe(Command.withDescription("launch an approved plan; a host picks the run up"))
 
 const cancelCommand = Command.make("cancel", {
@@ -240,7 +254,7 @@ const cancelCommand = Command.make("cancel", {
   runId: Args.text({ name: "runId" }),
   reason: Options.text("reason").pipe(Options.optional),
   key: Options.text("key").pipe(Options.optional)
-}, (o) => verb(o, "write", (ctx) => Verbs.cancel(ctx, o.runId, { reason: u(o.reason), key: u(o.key) })))
+}, (o) => verb(o, "write", (ctx) => Verbs.cancel(ctx, o.runId, { reason: u(o.reason), key: u(o.key) }), { ids: [["runId", o.runId]] }))
   .pipe(Command.withDescription("cancel a run"))
 
 const resumeCommand = Command.make("resume", {
@@ -248,7 +262,7 @@ const resumeCommand = Command.make("resume", {
   runId: Args.text({ name: "runId" }),
   allowCodeDrift: Options.boolean("allow-code-drift"),
   key: Options.text("key").pipe(Options.optional)
-}, (o) => verb(o, "write", (ctx) => Verbs.resume(ctx, o.runId, { allowCodeDrift: o.allowCodeDrift, key: u(o.key) })))
+}, (o) => verb(o, "write", (ctx) => Verbs.resume(ctx, o.runId, { allowCodeDrift: o.allowCodeDrift, key: u(o.key) }), { ids: [["runId", o.runId]] }))
   .pipe(Command.withDescription("resume a released or parked run"))
 
 const signalCommand = Command.make("signal", {
@@ -257,7 +271,7 @@ const signalCommand = Command.make("signal", {
   name: Args.text({ name: "name" }),
   payload: Args.text({ name: "json" }).pipe(Args.optional),
   key: Options.text("key").pipe(Options.optional)
-}, (o) => verb(o, "write", (ctx) => Verbs.signal(ctx, o.runId, o.name, u(o.payload), u(o.key))))
+}, (o) => verb(o, "write", (ctx) => Verbs.signal(ctx, o.runId, o.name, u(o.payload), u(o.key)), { ids: [["runId", o.runId]] }))
   .pipe(Command.withDescription("send a signal to a run's wait"))
 
 const journalCommand = Command.make("journal", {
@@ -276,6 +290,7 @@ const journalCommand = Command.make("journal", {
       noOwnership: o.noOwnership,
       pollMs: 500
     }), {
+    ids: [["runId", o.runId]],
     onEmpty: (ctx) => Effect.fail(new CliFailure({ exitCode: 3, code: "run_not_found", message: `run "${o.runId}" not found in ${Session.location(ctx.globals)}` }))
   })).pipe(Command.withDescription("print a run's journal; --follow until it ends"))
 

@@ -111,24 +111,42 @@ export const principal = (value: string): { readonly id: string; readonly kind: 
   return parsed
 }
 
+/** The longest id the CLI passes on (the library's lock-key bound). */
+export const maxIdLength = 1024
+
+const loneSurrogate = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/
+
+/**
+ * Validates a run, plan or request id argument before anything is opened: 1 to 1024 characters, no NUL
+ * byte, no unpaired surrogate. A bad id is a usage error (exit 2) naming the argument, not "not found".
+ */
+export const id = (argument: string, value: string): string => {
+  const problem = value.length === 0
+    ? "must not be empty"
+    : value.length > maxIdLength
+    ? `must be at most ${maxIdLength} characters, got ${value.length}`
+    : value.includes("\u0000")
+    ? "must not contain a NUL byte"
+    : loneSurrogate.test(value)
+    ? "must not contain an unpaired UTF-16 surrogate"
+    : undefined
+  if (problem !== undefined) throw usage("invalid_id", `${argument} ${problem}`)
+  return value
+}
+
 /** An approval target: a plan id, or `runId:requestId` split at the first `:`. */
 export type ApprovalArg =
   | { readonly _tag: "Plan"; readonly planId: string }
   | { readonly _tag: "Node"; readonly runId: string; readonly requestId: string }
 
-/** Parses the argument of `approve`/`deny`. */
+/** Parses the argument of `approve`/`deny`; each id part is checked as {@link id} does. */
 export const approvalTarget = (value: string): ApprovalArg => {
   const colon = value.indexOf(":")
   if (colon < 0) {
     if (value.length === 0) throw usage("invalid_target", "approve/deny expects <planId> or <runId>:<requestId>")
-    return { _tag: "Plan", planId: value }
+    return { _tag: "Plan", planId: id("planId", value) }
   }
-  const runId = value.slice(0, colon)
-  const requestId = value.slice(colon + 1)
-  if (runId.length === 0 || requestId.length === 0) {
-    throw usage("invalid_target", `approve/deny expects <planId> or <runId>:<requestId>, got "${value}"`)
-  }
-  return { _tag: "Node", runId, requestId }
+  return { _tag: "Node", runId: id("runId", value.slice(0, colon)), requestId: id("requestId", value.slice(colon + 1)) }
 }
 
 /**
