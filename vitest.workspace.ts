@@ -18,7 +18,7 @@ export default defineWorkspace(packages.map((name) => ({
     name,
     root: path.join(root, "packages", name),
     include: ["test/**/*.test.ts"],
-    testTimeout: 60_000,
+    testTimeout: 240_000,
     hookTimeout: 120_000
   }
 })))
