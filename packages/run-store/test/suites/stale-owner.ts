@@ -65,5 +65,5 @@ export const staleOwnerSuite = (makeTarget: () => Promise<Target>) => {
       await Promise.all([a.stop(), b.stop()])
       await target.dispose()
     }
-  }, 120_000)
+  }, 300_000)
 }
