@@ -290,4 +290,24 @@ describe.skipIf(url === undefined)("PostgreSQL intention locks", () => {
       const ledger = yield* host1.sql<{ readonly id: number }>`SELECT migration_id AS id FROM flows_migrations ORDER BY migration_id`
       expect(ledger.map((row) => Number(row.id))).toEqual([10_001, 10_002])
     }).pipe(Effect.scoped))
+  it.live("a keyed write holds exactly the key lock of its text, whatever characters the key has", () =>
+    Effect.gen(function*() {
+      const { host1, host2, schema } = yield* twoHosts()
+      // The transaction opening is sent as one script with the key as a literal: quotes,
+      // backslashes and replacement patterns must reach the server unchanged.
+      for (const key of ["plain", "it's", "back\\slash\\'", "$&$'$`$$1", "ünï ☃ \n tab\t"]) {
+        const held = yield* host1.writer.write(
+          Effect.gen(function*() {
+            const [self] = yield* host1.sql<{ readonly pid: number }>`SELECT pg_backend_pid() AS pid`
+            const rows = yield* host2.sql<{ readonly n: number | string }>`SELECT count(*) AS n FROM pg_locks
+              WHERE locktype = 'advisory' AND granted AND mode = 'ExclusiveLock' AND objsubid = 1
+              AND pid = ${self!.pid}
+              AND ((classid::bigint << 32) | objid::bigint) = hashtextextended('baton:key:' || ${schema} || ':' || ${key}, 0)`
+            return Number(rows[0]!.n)
+          }),
+          { key }
+        )
+        expect(held, key).toBe(1)
+      }
+    }).pipe(Effect.scoped))
 })
