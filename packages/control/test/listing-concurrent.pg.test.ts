@@ -1,0 +1,234 @@
+/**
+ * Listing 10,000 runs page by page with each filter on PostgreSQL while another OS process inserts runs
+ * (issue must-hold; the SQLite twin is sql-runtime-listing-processes.test.ts): no row skipped or repeated,
+ * every page's summaries satisfy the filter, and each walk returns exactly the matching rows that existed
+ * when it started plus matching rows the other process committed while it ran — nothing else.
+ */
+import * as DurableWriter from "@baton/database/DurableWriter"
+import * as TestDatabase from "@baton/database/TestDatabase"
+import * as SqlClient from "@effect/sql/SqlClient"
+import { describe, expect, it } from "@effect/vitest"
+import { Effect } from "effect"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { isDeepStrictEqual } from "node:util"
+import { completion, spawnFixture } from "../../database/test/support/processes.js"
+import * as ControlRuntime from "../src/ControlRuntime.js"
+import type { RunSummary } from "../src/ControlSchema.js"
+import { isTerminalStatus } from "../src/ControlSchema.js"
+import { launchF } from "./fixtures/runtimeContract.js"
+import { line } from "./fixtures/runtimeProcesses.js"
+import type { EngineRow } from "./fixtures/runtimeRows.js"
+import { countRows } from "./fixtures/runtimeRows.js"
+import { pgDatabase, sqlRuntime } from "./fixtures/runtimeSupport.js"
+
+const url = TestDatabase.postgresTestUrl("control listing under concurrent inserts")
+const inserterFixture = new URL("./fixtures/listingInserter.ts", import.meta.url)
+
+/**
+ * Engine-shaped rows in one write and one INSERT: `row_seq` is allocated from `flows_run_counter` in one
+ * step for the whole batch (as `RunStore.create` does per row), and the revision triggers fire per row.
+ */
+const bulkEngineRows = (rows: ReadonlyArray<EngineRow>) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const writer = yield* DurableWriter.DurableWriter
+    const payload = rows.map((row, k) => {
+      const status = row.status ?? "pending"
+      const terminal = status === "completed" || status === "failed" || status === "cancelled"
+      return {
+        k: k + 1,
+        run_id: row.runId,
+        status,
+        created_at_ms: row.createdAtMs ?? 0,
+        finished_at_ms: terminal ? row.createdAtMs ?? 0 : null,
+        parent_run_id: row.parentRunId ?? null,
+        lineage_id: row.lineageId ?? null,
+        round_ordinal: row.roundOrdinal ?? null,
+        waiting_reason: row.waitingReason ?? null,
+        waiting_token: row.waitingToken ?? null,
+        state_json: JSON.stringify({ flowName: row.flowName ?? "E", ...row.state })
+      }
+    })
+    yield* writer.write(Effect.gen(function*() {
+      const [counter] = yield* sql<{ last_row_seq: number }>`UPDATE flows_run_counter
+        SET last_row_seq = last_row_seq + ${rows.length} WHERE singleton = 1 RETURNING last_row_seq`
+      const base = Number(counter!.last_row_seq) - rows.length
+      yield* sql`INSERT INTO flows_runs (row_seq, run_id, status, created_at_ms, finished_at_ms, parent_run_id,
+          lineage_id, round_ordinal, waiting_reason, waiting_token, state_json)
+        SELECT ${base} + x.k, x.run_id, x.status, x.created_at_ms, x.finished_at_ms, x.parent_run_id,
+          x.lineage_id, x.round_ordinal, x.waiting_reason, x.waiting_token, x.state_json
+        FROM jsonb_to_recordset(${JSON.stringify(payload)}::jsonb) AS x(k bigint, run_id text, status text,
+          created_at_ms bigint, finished_at_ms bigint, parent_run_id text, lineage_id text, round_ordinal bigint,
+          waiting_reason text, waiting_token text, state_json text)
+        ORDER BY x.k`
+    }))
+  })
+
+const maxRowSeq = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  const rows = yield* sql<{ m: number | null }>`SELECT MAX(row_seq) AS m FROM flows_runs`
+  return Number(rows[0]!.m ?? 0)
+})
+
+type Filter = readonly [ControlRuntime.RunFilters, (s: RunSummary) => boolean]
+
+const filters: ReadonlyArray<Filter> = [
+  [{}, () => true],
+  [{ flowId: "even" }, (s) => s.flowId === "even"],
+  [{ status: "waiting-approval" }, (s) => s.status === "waiting-approval"],
+  [{ status: "accepted" }, (s) => s.status === "accepted"],
+  [{ terminal: true }, (s) => isTerminalStatus(s.status)],
+  [{ terminal: false }, (s) => !isTerminalStatus(s.status)],
+  [{ parentRunId: "p0" }, (s) => s.parentRunId === "p0"],
+  [{ lineageId: "L" }, (s) => s.lineageId === "L"],
+  [{ since: 1000, until: 3000 }, (s) => s.createdAt >= 1000 && s.createdAt < 3000],
+  [{ launchedBy: { id: "local" } }, (s) => s.launchedBy?.id === "local"]
+]
+
+interface Walk {
+  readonly filter: number
+  readonly order: "oldest" | "newest"
+  /** MAX(row_seq) committed just before the first page was read. */
+  readonly startBound: number
+  readonly ids: ReadonlyArray<string>
+  readonly items: ReadonlyArray<RunSummary>
+}
+
+describe.skipIf(url === undefined)("SqlControlRuntime listing on PostgreSQL under another process's inserts", () => {
+  it.live("listing 10,000 runs with each filter while another process inserts: no row skipped or repeated", () =>
+    Effect.gen(function*() {
+      const rt = yield* ControlRuntime.ControlRuntime
+      const sql = yield* SqlClient.SqlClient
+      const schema = (yield* sql<{ s: string }>`SELECT current_schema() AS s`)[0]!.s
+
+      // The SQLite twin's 10,000 rows: p0, 9,950 engine rows in 10 bulk writes, 49 control launches.
+      yield* bulkEngineRows([{ runId: "p0", status: "suspended", createdAtMs: 0 }])
+      for (let batch = 0; batch < 10; batch++) {
+        yield* bulkEngineRows(Array.from({ length: 995 }, (_, j) => {
+          const i = batch * 995 + j
+          const status = (["pending", "suspended", "completed", "failed", "cancelled"] as const)[i % 5]!
+          const waits = i % 97 === 0 && status === "suspended"
+          return {
+            runId: `e${i}`,
+            flowName: i % 3 === 0 ? "even" : "odd",
+            status,
+            createdAtMs: i,
+            ...(i % 4 === 0 ? { parentRunId: "p0" } : {}),
+            ...(i % 7 === 0 ? { lineageId: "L", roundOrdinal: i } : {}),
+            ...(waits ? { waitingReason: "approval", waitingToken: `tok-${i}` } : {})
+          }
+        }))
+      }
+      for (let i = 0; i < 49; i++) yield* launchF({ i })
+      expect(yield* countRows("flows_runs")).toBe(10_000)
+      // The bulk seed kept the run store's bookkeeping: counter and one revision per row.
+      const [counter] = yield* sql<{ n: number }>`SELECT last_row_seq AS n FROM flows_run_counter`
+      expect(Number(counter!.n)).toBe(10_000)
+      expect(yield* countRows("flows_run_changes")).toBe(10_000)
+
+      const walk = (index: number, order: "oldest" | "newest", between: Effect.Effect<void, never, SqlClient.SqlClient>) =>
+        Effect.gen(function*() {
+          const [filter, check] = filters[index]!
+          const startBound = yield* maxRowSeq
+          const items: Array<RunSummary> = []
+          let cursor: ControlRuntime.RunCursor | undefined
+          for (;;) {
+            const page = yield* rt.queryRuns({ filters: filter, order, limit: 500, ...(cursor === undefined ? {} : { cursor }) })
+            for (const item of page.items) {
+              if (!check(item)) throw new Error(`${JSON.stringify(filter)} (${order}) returned ${JSON.stringify(item)}`)
+              items.push(item)
+            }
+            if (page.nextCursor === undefined) return { filter: index, order, startBound, ids: items.map((s) => s.runId), items } satisfies Walk
+            cursor = page.nextCursor
+            yield* between
+          }
+        })
+
+      // Rows per filter at the start come from the unfiltered projection, so SQL filters must agree with it.
+      const startWalk = yield* walk(0, "oldest", Effect.void)
+      const start = startWalk.ids
+      expect(start).toHaveLength(10_000)
+      const initial = new Set(start)
+      const startSummaries = new Map(startWalk.items.map((s) => [s.runId, s]))
+      const baseline = filters.map(([, check]) => start.filter((id) => check(startSummaries.get(id)!)))
+      for (const ids of baseline) expect(ids.length).toBeGreaterThan(0)
+      expect(baseline[4]!.length + baseline[5]!.length).toBe(10_000)
+
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "control-listing-pg-"))
+      const stopFile = path.join(dir, "stop")
+      const child = yield* Effect.acquireRelease(
+        Effect.sync(() => spawnFixture(inserterFixture, [schema, stopFile])),
+        (child) =>
+          Effect.promise(async () => {
+            // On any exit path the child stops before the schema is dropped.
+            if (child.exitCode === null && child.signalCode === null) {
+              fs.writeFileSync(stopFile, "stop")
+              const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()))
+              const timer = setTimeout(() => child.kill("SIGKILL"), 30_000)
+              await exited
+              clearTimeout(timer)
+            }
+            fs.rmSync(dir, { recursive: true, force: true })
+          })
+      )
+      const exit = completion(child)
+      yield* Effect.promise(() => line(child, (v) => v.ready))
+
+      // Between two pages of a walk, wait until the other process has committed at least one more run,
+      // so every walk of more than one page runs across real concurrent inserts.
+      const afterAnInsert = Effect.gen(function*() {
+        const seen = yield* maxRowSeq
+        for (;;) {
+          if (child.exitCode !== null) return yield* Effect.dieMessage("the inserter exited during the walks")
+          if ((yield* maxRowSeq) > seen) return
+          yield* Effect.sleep("5 millis")
+        }
+      }).pipe(Effect.orDie)
+
+      const walks: Array<Walk> = []
+      for (const [i] of filters.entries()) {
+        for (const order of ["oldest", "newest"] as const) walks.push(yield* walk(i, order, afterAnInsert))
+      }
+
+      fs.writeFileSync(stopFile, "stop")
+      const result = yield* Effect.promise(() => exit)
+      expect(result.stderr).toBe("")
+      expect(result.code).toBe(0)
+      const inserted = new Set(JSON.parse(result.stdout.trim().split("\n").at(-1)!).inserted as Array<string>)
+      expect(inserted.size).toBeGreaterThan(0)
+      expect(yield* countRows("flows_runs")).toBe(10_000 + inserted.size)
+
+      // The final state (no writer left): every run's summary and commit-ordered key.
+      const final = yield* walk(0, "oldest", Effect.void)
+      expect(final.ids).toHaveLength(10_000 + inserted.size)
+      expect(new Set(final.ids)).toEqual(new Set([...initial, ...inserted]))
+      const finalSummaries = new Map(final.items.map((s) => [s.runId, s]))
+      // Nobody changed a run that existed at the start, so its summary is the same.
+      expect([...initial].filter((id) => !isDeepStrictEqual(finalSummaries.get(id), startSummaries.get(id)))).toEqual([])
+      const rows = yield* sql<{ run_id: string; row_seq: number }>`SELECT run_id, row_seq FROM flows_runs`
+      const seqOf = new Map(rows.map((r) => [r.run_id, Number(r.row_seq)]))
+      const bySeq = [...final.ids].sort((a, b) => seqOf.get(a)! - seqOf.get(b)!)
+
+      let insertedSeen = 0
+      for (const w of walks) {
+        const [filter, check] = filters[w.filter]!
+        const label = `${JSON.stringify(filter)} ${w.order}`
+        expect(new Set(w.ids).size, `${label}: repeated rows`).toBe(w.ids.length)
+        const present = new Set(w.ids)
+        expect(baseline[w.filter]!.filter((id) => !present.has(id)), `${label}: skipped rows that existed at the start`).toEqual([])
+        expect(w.ids.filter((id) => !initial.has(id) && !inserted.has(id)), `${label}: rows from nowhere`).toEqual([])
+        // Keys are commit-ordered, so every matching row at or below the highest key the walk returned (or
+        // below its start) had committed before the page that reached it: exactly those, in key order.
+        const bound = Math.max(w.startBound, ...w.ids.map((id) => seqOf.get(id)!))
+        const expected = bySeq.filter((id) => seqOf.get(id)! <= bound && check(finalSummaries.get(id)!))
+        expect(w.ids, `${label}: not exactly the committed matching rows in key order`)
+          .toEqual(w.order === "oldest" ? expected : [...expected].reverse())
+        insertedSeen += w.ids.filter((id) => inserted.has(id)).length
+      }
+      // The unfiltered oldest-first walk always ends on rows committed during it (one between every two pages).
+      expect(walks[0]!.ids.some((id) => inserted.has(id))).toBe(true)
+      expect(insertedSeen).toBeGreaterThan(0)
+    }).pipe(Effect.scoped, Effect.provide(sqlRuntime(pgDatabase(url!)))), 400_000)
+})
