@@ -6,7 +6,8 @@
  * @since 0.1.0
  */
 import type { Fiber } from "effect"
-import { Context, Effect, Layer, Schema } from "effect"
+import * as Journal from "@baton/journal/Journal"
+import { Context, Effect, Layer, Option, Schema } from "effect"
 import type {
   AlreadyResolved,
   ClaimLost,
@@ -599,9 +600,15 @@ export interface MemoryOptions {
 
 /**
  * The same contract held in `Map`s; nothing survives the process. Fences are `fence-<n>`.
+ * When a `Journal` is in the layer's context (as in `TestControl.layer`), `getRun` and `queryRuns`
+ * attribute cancellations from its `control.run.cancel-requested` and `flows.engine.interrupted`
+ * entries like `SqlControlRuntime` (no lineage, so never `cascade`).
  *
  * @since 0.1.0
  * @category layers
  */
 export const layerMemory = (options: MemoryOptions = {}): Layer.Layer<ControlRuntime> =>
-  Layer.effect(ControlRuntime, makeMemory(options))
+  Layer.effect(
+    ControlRuntime,
+    Effect.flatMap(Effect.serviceOption(Journal.Journal), (journal) => makeMemory(options, Option.getOrUndefined(journal)))
+  )

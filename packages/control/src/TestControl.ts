@@ -15,8 +15,9 @@ import * as ControlExecutor from "./ControlExecutor.js"
 import * as ControlRuntime from "./ControlRuntime.js"
 
 /**
- * Provides `Control`, `ControlRuntime.layerMemory(options)`, an in-memory
- * `Journal` and `ControlExecutor` (`executor`, default `makeNoop()`).
+ * Provides `Control`, `ControlRuntime.layerMemory(options)` (reading the
+ * journal for cancel attribution), an in-memory `Journal` and
+ * `ControlExecutor` (`executor`, default `makeNoop()`).
  *
  * @since 0.1.0
  * @category layers
@@ -30,9 +31,9 @@ export const layer = (
 > =>
   Layer.provideMerge(
     Control.layer,
-    Layer.mergeAll(
-      ControlRuntime.layerMemory(options),
-      TestJournal.layer(),
+    Layer.merge(
+      // The memory runtime reads the journal's cancel entries to attribute cancellations.
+      Layer.provideMerge(ControlRuntime.layerMemory(options), TestJournal.layer()),
       ControlExecutor.layer(executor ?? ControlExecutor.makeNoop())
     )
   )

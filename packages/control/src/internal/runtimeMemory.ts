@@ -1,7 +1,9 @@
 /**
  * The in-memory control runtime (`ControlRuntime.layerMemory`): the port's contract held in `Map`s.
  */
+import type * as Journal from "@baton/journal/Journal"
 import { Clock, Effect, Fiber } from "effect"
+import * as Cancellation from "../Cancellation.js"
 import {
   AlreadyResolved,
   ClaimLost,
@@ -40,6 +42,7 @@ import {
   parkStatus
 } from "./runtimeChecks.js"
 import { alreadyApplied } from "./runtimeChecks.js"
+import * as CancelEvidence from "./cancelEvidence.js"
 import { buildCard, decodeInput, planFingerprint, planKeyConflict } from "./runtimePlanning.js"
 
 interface MemoryRun {
@@ -72,8 +75,34 @@ const storeStatusOf = (status: RunStatus): MemoryRun["storeStatus"] =>
 
 const memoryOwner = "memory-owner"
 
-/** Build the memory runtime. */
-export const makeMemory = (options: MemoryOptions): Effect.Effect<Service> =>
+/**
+ * Cancel evidence of one run from `journal`, in journal order: its attributed requests and engine
+ * interruptions (the memory runtime keeps no lineage and no store request column).
+ */
+const readEvidence = (journal: Journal.Service, runId: string) =>
+  Effect.gen(function*() {
+    const entries: Array<CancelEvidence.EvidenceEntry> = []
+    let after: number | undefined
+    for (;;) {
+      const page = yield* journal.entries({
+        runId,
+        eventTypes: CancelEvidence.evidenceEventTypes,
+        limit: 100,
+        ...(after === undefined ? {} : { after })
+      })
+      entries.push(...page.entries)
+      if (!page.hasMore || page.entries.length === 0) return entries
+      after = page.entries.at(-1)!.seq
+    }
+  }).pipe(
+    Effect.mapError((cause) => new PersistenceError({ operation: "project runs", message: cause.message, cause }))
+  )
+
+/**
+ * Build the memory runtime. With a `journal`, summaries read by `getRun` and `queryRuns` carry the
+ * `cancellation` its entries attribute, as the SQL runtime's do.
+ */
+export const makeMemory = (options: MemoryOptions, journal?: Journal.Service): Effect.Effect<Service> =>
   Effect.sync(() => {
     const flows = new Map((options.flows ?? []).map((flow) => [flow.flowId, flow]))
     const authority = options.approvalAuthority ??
@@ -119,6 +148,18 @@ export const makeMemory = (options: MemoryOptions): Effect.Effect<Service> =>
         ...(resume === undefined || isTerminalStatus(run.summary.status) ? {} : { pendingResume: resume.sequence })
       })
     }
+    const attributed = (summary: RunSummary): Effect.Effect<RunSummary, PersistenceError> =>
+      journal === undefined
+        ? Effect.succeed(summary)
+        : Effect.map(readEvidence(journal, summary.runId), (entries) => {
+          const { cancelledAt, requests } = CancelEvidence.collect(entries)
+          const at = cancelledAt.get(summary.runId)
+          const cancellation = Cancellation.attribute({
+            runs: [{ runId: summary.runId, ...(at === undefined ? {} : { cancelledAt: at }) }],
+            requests
+          }).get(summary.runId)
+          return cancellation === undefined ? summary : { ...summary, cancellation }
+        })
     const newFence = () => `fence-${next("fence")}`
     const transition = (run: MemoryRun, status: RunStatus) =>
       Effect.map(now, (at) => {
@@ -326,7 +367,7 @@ export const makeMemory = (options: MemoryOptions): Effect.Effect<Service> =>
             run: project(run)
           }
         }),
-      getRun: (runId) => Effect.map(requireRun(runId), project),
+      getRun: (runId) => Effect.flatMap(requireRun(runId), (run) => attributed(project(run))),
       pageRunIds: (request) =>
         Effect.gen(function*() {
           const limit = yield* checkLimit(request.limit)
@@ -366,8 +407,9 @@ export const makeMemory = (options: MemoryOptions): Effect.Effect<Service> =>
             })
           const page = matching.slice(0, limit)
           const last = page.at(-1)
+          const items = yield* Effect.forEach(page, (run) => attributed(project(run)))
           return {
-            items: page.map(project),
+            items,
             ...(matching.length > limit && last !== undefined ? { nextCursor: { rowSeq: last.seq, runId: last.summary.runId } } : {})
           }
         }),

@@ -8,9 +8,10 @@ import { Effect } from "effect"
 import * as Cancellation from "../Cancellation.js"
 import type { PersistenceError } from "../ControlError.js"
 import * as ControlExecutor from "../ControlExecutor.js"
-import type { Json, PendingWait, Principal, RunSummary } from "../ControlSchema.js"
+import type { Json, PendingWait, RunSummary } from "../ControlSchema.js"
 import { isTerminalStatus } from "../ControlSchema.js"
 import * as Lineage from "../Lineage.js"
+import * as CancelEvidence from "./cancelEvidence.js"
 import type { SqlContext } from "./sqlContext.js"
 import { persist } from "./sqlContext.js"
 import type { RunRow } from "./sqlRows.js"
@@ -158,12 +159,6 @@ const parseJson = (text: string | null): unknown => {
   }
 }
 
-const principalOf = (value: unknown): Principal | undefined => {
-  if (typeof value !== "object" || value === null) return undefined
-  const { id, kind, stampedAt } = value as Record<string, unknown>
-  return typeof id === "string" && typeof kind === "string" && typeof stampedAt === "number" ? { id, kind, stampedAt } : undefined
-}
-
 /** Project rows (in order) into full summaries. A row whose state does not decode fails the call. */
 export const projectRows = (
   ctx: SqlContext,
@@ -178,30 +173,14 @@ export const projectRows = (
     const chainIds = [...chains.keys()]
     const waitRows = yield* readWaits(ctx, ids)
     const flows = new Map((yield* readExecutionFlows(ctx, [...new Set(waitRows.map((w) => w.wait_id))])).map((r) => [r.run_id, r.execution_flow]))
-    const events = yield* readEvents(ctx, chainIds, [
-      Cancellation.requestedEventType,
-      Cancellation.interruptedEventType,
-      Lineage.forkCreatedEventType
-    ])
-    const forked = new Set<string>()
-    const requests = new Map<string, Cancellation.Request>()
-    const cancelledAt = new Map<string, number>()
-    for (const event of events) {
-      const payload = parseJson(event.payload_json) as Record<string, unknown> | undefined
-      if (event.event_type === Lineage.forkCreatedEventType) forked.add(event.run_id)
-      else if (event.event_type === Cancellation.requestedEventType && !requests.has(event.run_id)) {
-        const principal = principalOf(payload?.principal)
-        const reason = typeof payload?.reason === "string" ? payload.reason : undefined
-        requests.set(event.run_id, {
-          requestedAt: Number(event.emitted_at_ms),
-          ...(principal === undefined ? {} : { principal }),
-          ...(reason === undefined ? {} : { reason })
-        })
-      } else if (event.event_type === Cancellation.interruptedEventType && payload?.outcome === "cancelled") {
-        const at = typeof payload.interruptedAtMs === "number" ? payload.interruptedAtMs : Number(event.emitted_at_ms)
-        if (!cancelledAt.has(event.run_id)) cancelledAt.set(event.run_id, at)
-      }
-    }
+    const events = yield* readEvents(ctx, chainIds, [...CancelEvidence.evidenceEventTypes, Lineage.forkCreatedEventType])
+    const forked = new Set(events.filter((e) => e.event_type === Lineage.forkCreatedEventType).map((e) => e.run_id))
+    const { cancelledAt, requests } = CancelEvidence.collect(events.map((event) => ({
+      runId: event.run_id,
+      eventType: event.event_type,
+      payload: parseJson(event.payload_json),
+      emittedAtMs: Number(event.emitted_at_ms)
+    })))
     const attribution = Cancellation.attribute({
       runs: [...chains.values()].map((c) => ({
         runId: c.runId,
