@@ -125,6 +125,11 @@ export const isLost = (error: unknown): boolean => error instanceof Lost
 
 export const lost = (): unknown => new Lost()
 
+/**
+ * Best effort, bounded by 1 s. It runs in the attempt's uninterruptible region, so the write is
+ * made interruptible: otherwise the timeout would wait for a write blocked by another writer's
+ * lock, which could then commit long after the drive lost its lease (check 11).
+ */
 const finishInterrupted = (state: DriveState, digest: string, attempt: number): Effect.Effect<void> =>
   Effect.gen(function*() {
     const now = yield* Clock.currentTimeMillis
@@ -132,7 +137,7 @@ const finishInterrupted = (state: DriveState, digest: string, attempt: number): 
       { runId: state.run.runId, stepKeyDigest: digest, attempt, state: "interrupted", finishedAtMs: now } as AttemptStore.FinishAttempt,
       state.run.owner
     )
-  }).pipe(Effect.timeout("1 second"), Effect.ignore)
+  }).pipe(Effect.interruptible, Effect.timeout("1 second"), Effect.ignore)
 
 const complete = <A, AE>(
   state: DriveState,

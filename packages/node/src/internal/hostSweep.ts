@@ -164,6 +164,11 @@ const discovery = (core: HostCore, memory: SweepMemory) =>
     if (earlier > 0) yield* Effect.logInfo(`found ${earlier} runs owned by an earlier process with this pid`)
   })
 
+/** Whether `owner` is this process (same host id, pid and incarnation). */
+const ownLease = (core: HostCore, owner: OwnerId.OwnerId) =>
+  owner.hostId === core.identity.hostId && owner.pid === core.identity.pid &&
+  HostIdentity.isOwnNonce(core.identity, owner.nonce)
+
 const claimCandidate = (
   core: HostCore,
   memory: SweepMemory,
@@ -202,7 +207,7 @@ const claimCandidate = (
       }
       case "stale-owner": {
         const from = candidate.owner
-        if (from !== undefined && from.hostId === self.hostId && from.pid === self.pid) countEarlier(1)
+        if (from !== undefined && from.hostId === self.hostId && from.pid === self.pid && !ownLease(core, from)) countEarlier(1)
         if (yield* drifted(core, memory, runId)) return
         const claimed = yield* Effect.either(core.runtime.resume(runId, { scope: "any" }))
         if (claimed._tag === "Left") return
@@ -217,7 +222,8 @@ const claimCandidate = (
               eventType: "baton.run.taken-over",
               payload: {
                 from: { hostId: from.hostId, pid: from.pid, nonce: from.nonce },
-                evidence: from.hostId === self.hostId ? "same-host-pid-dead" : "lease-expired",
+                // This very process resuming its own lapsed lease is not a dead pid.
+                evidence: from.hostId === self.hostId && !ownLease(core, from) ? "same-host-pid-dead" : "lease-expired",
                 leaseAgeMs: candidate.heartbeatAtMs === undefined ? null : nowMs - candidate.heartbeatAtMs
               }
             } as JournalEvent.Input,
