@@ -298,14 +298,11 @@ export const drive = (
         released = yield* release(env, state, "shutdown")
       } else if (reason === "storage-failed") {
         released = yield* release(env, state, "storage-failed").pipe(
-          // Bounded even when the drive runs uninterruptibly: a blocked write must not commit late.
-          Effect.interruptible,
           Effect.timeout("2 seconds"),
           Effect.orElseSucceed(() => false)
         )
       } else if (reason === "lease-lost" && lapsed) {
         released = yield* release(env, state, "lease-lapsed").pipe(
-          Effect.interruptible,
           Effect.timeout("2 seconds"),
           Effect.orElseSucceed(() => false)
         )

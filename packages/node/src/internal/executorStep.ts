@@ -1,7 +1,7 @@
 /** The step machinery behind `Step.run` and `Step.checkpoint` (node.md 5.3). */
 import type * as AttemptStore from "@baton/run-store/AttemptStore"
 import * as SqlClient from "@effect/sql/SqlClient"
-import { Cause, Clock, Context, Duration, Effect, Exit, Option, Schema } from "effect"
+import { Cause, Clock, Context, Duration, Effect, Exit, Fiber, Option, Schema } from "effect"
 import * as crypto from "node:crypto"
 import { isJson } from "./executorJson.js"
 import { durable, failJournal, lossy } from "./executorJournal.js"
@@ -126,9 +126,10 @@ export const isLost = (error: unknown): boolean => error instanceof Lost
 export const lost = (): unknown => new Lost()
 
 /**
- * Best effort, bounded by 1 s. It runs in the attempt's uninterruptible region, so the write is
- * made interruptible: otherwise the timeout would wait for a write blocked by another writer's
- * lock, which could then commit long after the drive lost its lease (check 11).
+ * Best effort, bounded by 1 s. The attempt's fiber is interrupted and in an uninterruptible
+ * region, where a timeout cannot stop a write blocked by another writer's lock (it would wait,
+ * and the write could commit long after the drive lost its lease: check 11). So the write runs
+ * interruptibly in a fiber of its own, which the timeout does stop.
  */
 const finishInterrupted = (state: DriveState, digest: string, attempt: number): Effect.Effect<void> =>
   Effect.gen(function*() {
@@ -137,7 +138,13 @@ const finishInterrupted = (state: DriveState, digest: string, attempt: number): 
       { runId: state.run.runId, stepKeyDigest: digest, attempt, state: "interrupted", finishedAtMs: now } as AttemptStore.FinishAttempt,
       state.run.owner
     )
-  }).pipe(Effect.interruptible, Effect.timeout("1 second"), Effect.ignore)
+  }).pipe(
+    Effect.interruptible,
+    Effect.timeout("1 second"),
+    Effect.ignore,
+    Effect.forkDaemon,
+    Effect.flatMap(Fiber.join)
+  )
 
 const complete = <A, AE>(
   state: DriveState,
