@@ -476,7 +476,10 @@ export type OwnershipError = RunNotFound | ClaimLost | PersistenceError
 
 /**
  * The low-level control port. Every durable failure that is not a declared domain error is a
- * `PersistenceError` naming the step.
+ * `PersistenceError` naming the step. What a call stores is admitted first — plan input and budget,
+ * steer messages, signal payloads and principals, park requests, ids of steers and signals: a value
+ * both dialects cannot store (U+0000, an unpaired surrogate, a non-finite number) or that does not
+ * decode fails `InvalidInput` naming the field and the rule, and nothing is written.
  *
  * @since 0.1.0
  * @category models
@@ -519,20 +522,20 @@ export interface Service {
   readonly queryRuns: (query: RunQuery) => Effect.Effect<RunPage, InvalidInput | PersistenceError>
   readonly hostCandidates: (query: HostCandidateQuery) => Effect.Effect<HostCandidatePage, InvalidInput | PersistenceError>
   readonly listFlows: Effect.Effect<ReadonlyArray<{ readonly flowId: FlowId; readonly description: string }>, PersistenceError>
-  readonly deliverSignal: (runId: RunId, signal: SignalPayload) => Effect.Effect<void, RunNotFound | PersistenceError>
+  readonly deliverSignal: (runId: RunId, signal: SignalPayload) => Effect.Effect<void, RunNotFound | InvalidInput | PersistenceError>
   readonly admitSignal: (
     commandId: string,
     runId: RunId,
     signal: SignalPayload,
     principal?: Principal
-  ) => Effect.Effect<void, RunNotFound | PersistenceError>
+  ) => Effect.Effect<void, RunNotFound | InvalidInput | PersistenceError>
   readonly signalCommand: (commandId: string) => Effect.Effect<SignalCommand | undefined, PersistenceError>
   readonly pendingSignals: Effect.Effect<ReadonlyArray<SignalCommand>, PersistenceError>
   readonly signalCommands: (query: SignalQuery) => Effect.Effect<ReadonlyArray<SignalCommand>, InvalidInput | PersistenceError>
   readonly bindSignal: (commandId: string, token: string) => Effect.Effect<string | null, PersistenceError>
   readonly settleSignal: (commandId: string, state: "delivered" | "rejected" | "terminal") => Effect.Effect<void, PersistenceError>
   readonly deliveredSignals: (runId: RunId) => Effect.Effect<ReadonlyArray<SignalPayload>, RunNotFound | PersistenceError>
-  readonly appendSteer: (runId: RunId, message: SteerMessage) => Effect.Effect<number, RunNotFound | PersistenceError>
+  readonly appendSteer: (runId: RunId, message: SteerMessage) => Effect.Effect<number, RunNotFound | InvalidInput | PersistenceError>
   readonly steers: (
     runId: RunId,
     after?: number

@@ -4,9 +4,10 @@
  * `toJSON`, proxies' `get` traps and later caller mutation cannot influence
  * what is decided or written.
  */
-import { Effect, ParseResult, Schema } from "effect"
+import { Effect, Schema } from "effect"
 import * as ControlError from "../ControlError.js"
 import { isDurableText, isDurableTextOfLength } from "./canonical.js"
+import { describeIssue, renderPath as render } from "./schemaIssue.js"
 
 export const maxTextUnits = 4 * 1024 * 1024
 export const maxDepth = 128
@@ -15,9 +16,6 @@ export const maxNodes = 100_000
 class Refusal {
   constructor(readonly complaint: string) {}
 }
-
-const render = (path: ReadonlyArray<string | number>) =>
-  path.length === 0 ? "input" : path.map((p) => (typeof p === "number" ? `[${p}]` : p)).join(".").replace(/\.\[/g, "[")
 
 const copy = (value: unknown): unknown => {
   let nodes = 0
@@ -103,45 +101,6 @@ const copy = (value: unknown): unknown => {
     return result
   }
   return visit(value, [], 0)
-}
-
-const clip = (text: string) => (text.length > 120 ? `${text.slice(0, 117)}...` : text)
-
-/** "Expected A, actual V" → ["A", "V"]. */
-const expectedActual = (message: string): readonly [string, string] | undefined => {
-  const match = /^Expected ([\s\S]*), actual ([\s\S]*)$/.exec(message)
-  return match === null ? undefined : [match[1]!, match[2]!]
-}
-
-/**
- * The first decoding issue as `<path>: <rule>`. Union members failing at the
- * same path are merged into one list of allowed values.
- */
-export const describeIssue = (error: ParseResult.ParseError): string => {
-  const issues = ParseResult.ArrayFormatter.formatErrorSync(error)
-  const first = issues[0]
-  if (first === undefined) return "input: is not valid"
-  const path = first.path.length === 0 ? "input" : render(first.path.map((p) => (typeof p === "number" ? p : String(p))))
-  switch (first._tag) {
-    case "Missing":
-      return `${path}: is required`
-    case "Unexpected":
-      return `${path}: unknown field (${first.message.replace(/^is unexpected, /, "")})`
-    case "Type": {
-      const same = issues.filter((issue) =>
-        issue._tag === "Type" && issue.path.length === first.path.length &&
-        issue.path.every((p, i) => p === first.path[i])
-      )
-      const parsed = same.map((issue) => expectedActual(issue.message))
-      if (parsed.every((p) => p !== undefined) && parsed.length > 0) {
-        const expected = [...new Set(parsed.flatMap((p) => p![0].split(" | ")))].filter((e) => e !== "undefined")
-        return `${path}: must be ${clip(expected.join(" | "))}, received ${clip(parsed[0]![1])}`
-      }
-      return `${path}: ${clip(first.message)}`
-    }
-    default:
-      return `${path}: ${clip(first.message)}`
-  }
 }
 
 /**

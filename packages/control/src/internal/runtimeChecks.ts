@@ -3,9 +3,15 @@
  */
 import { Effect, Schema } from "effect"
 import { ClaimLost, EnvelopeMismatch, InvalidInput, PlanDigestMismatch, Unauthorized } from "../ControlError.js"
-import type { ApprovalTarget, Envelope, Receipt, RunStatus } from "../ControlSchema.js"
+import type { ApprovalTarget, Envelope, Principal, Receipt, RunStatus, SignalPayload, SteerMessage } from "../ControlSchema.js"
+import {
+  Principal as PrincipalSchema,
+  SignalPayload as SignalPayloadSchema,
+  SteerMessage as SteerMessageSchema
+} from "../ControlSchema.js"
 import type { Authority, AuthorizationRequest, ParkRequest, SignalQuery } from "../ControlRuntime.js"
 import { canonical, isDurableText, isDurableTextOfLength, tryCanonical } from "./canonical.js"
+import { describeIssue } from "./schemaIssue.js"
 
 /** A page limit in 1..500, else `InvalidInput` with the spec's text. */
 export const checkLimit = (limit: unknown): Effect.Effect<number, InvalidInput> =>
@@ -87,6 +93,46 @@ export const delegatingAuthority = (identities: ReadonlyArray<{ readonly id: str
 
 /** A journal identifier: 1..1024 units of durable text. */
 export const isIdentifier = (s: unknown): s is string => isDurableTextOfLength(s, 1024)
+
+/** An id argument (`runId`, `commandId`): 1..1024 well-formed characters, else `InvalidInput` naming it. */
+export const checkId = (field: string, value: unknown): Effect.Effect<void, InvalidInput> =>
+  isIdentifier(value) ? Effect.void : Effect.fail(new InvalidInput({ issue: `${field}: must be 1 to 1024 well-formed characters` }))
+
+/**
+ * A value stored as JSON and read back with `schema`: it must have a canonical form both dialects can
+ * store (no U+0000 or unpaired surrogate in strings or keys, finite numbers, plain data) and decode,
+ * else `InvalidInput` naming the path under `field` (`message.body: string contains U+0000 ...`).
+ */
+const checkStored = <A, I>(field: string, schema: Schema.Schema<A, I>) => {
+  const decode = Schema.decodeUnknownEither(schema)
+  return (value: unknown): Effect.Effect<void, InvalidInput> => {
+    const text = tryCanonical(value, field)
+    if (!text.ok) return Effect.fail(new InvalidInput({ issue: text.issue }))
+    const decoded = decode(value)
+    return decoded._tag === "Right" ? Effect.void : Effect.fail(new InvalidInput({ issue: describeIssue(decoded.left, field) }))
+  }
+}
+
+const checkSteerMessage = checkStored("message", SteerMessageSchema)
+const checkSignalPayload = checkStored("signal", SignalPayloadSchema)
+const checkPrincipal = checkStored("principal", PrincipalSchema)
+
+/** `appendSteer`'s arguments, checked before anything is read or written. */
+export const checkSteer = (runId: string, message: SteerMessage): Effect.Effect<void, InvalidInput> =>
+  Effect.zipRight(checkId("runId", runId), checkSteerMessage(message))
+
+/** `admitSignal`'s (with a command id) and `deliverSignal`'s arguments, checked before anything is written. */
+export const checkSignal = (
+  ids: { readonly commandId?: string; readonly runId: string },
+  signal: SignalPayload,
+  principal?: Principal
+): Effect.Effect<void, InvalidInput> =>
+  Effect.gen(function*() {
+    if ("commandId" in ids) yield* checkId("commandId", ids.commandId)
+    yield* checkId("runId", ids.runId)
+    yield* checkSignalPayload(signal)
+    if (principal !== undefined) yield* checkPrincipal(principal)
+  })
 
 /** `ClaimLost` for a run. */
 export const claimLost = (runId: string, reason?: string) =>

@@ -35,7 +35,9 @@ import {
   checkOrdinal,
   checkPark,
   checkReason,
+  checkSignal,
   checkSignalQuery,
+  checkSteer,
   checkTarget,
   delegatingAuthority,
   identityOf,
@@ -436,15 +438,15 @@ export const makeMemory = (options: MemoryOptions, journal?: Journal.Service): E
         }),
       listFlows: Effect.sync(() => [...flows.values()].map((f) => ({ flowId: f.flowId, description: f.description }))),
       deliverSignal: (runId, signal) =>
-        Effect.map(requireRun(runId), () => {
+        Effect.zipRight(checkSignal({ runId }, signal), requireRun(runId)).pipe(Effect.map(() => {
           messages.push({ seq: next("message"), runId, kind: "signal", payload: clone(signal) })
-        }),
+        })),
       admitSignal: (commandId, runId, signal, principal) =>
-        Effect.map(requireRun(runId), () => {
+        Effect.zipRight(checkSignal({ commandId, runId }, signal, principal), requireRun(runId)).pipe(Effect.map(() => {
           const seq = next("signal")
           if (findSignal(commandId) !== undefined) return
           signals.push({ seq, commandId, runId, signal: clone(signal), token: null, state: "pending", principal: clone(principal) })
-        }),
+        })),
       signalCommand: (commandId) =>
         Effect.sync(() => {
           const row = findSignal(commandId)
@@ -491,11 +493,11 @@ export const makeMemory = (options: MemoryOptions, journal?: Journal.Service): E
           ...signals.filter((s) => s.runId === runId && s.state !== "rejected").map((s) => clone(s.signal))
         ]),
       appendSteer: (runId, message) =>
-        Effect.map(requireRun(runId), () => {
+        Effect.zipRight(checkSteer(runId, message), requireRun(runId)).pipe(Effect.map(() => {
           const seq = next("message")
           messages.push({ seq, runId, kind: "steer", payload: clone(message) })
           return seq
-        }),
+        })),
       steers: (runId, after = 0) =>
         Effect.map(requireRun(runId), () =>
           messages

@@ -14,7 +14,7 @@ import {
 } from "../ControlSchema.js"
 import type { PendingResume, RunKeyClaim, SignalCommand, SignalQuery, SignalState } from "../ControlRuntime.js"
 import * as Dialect from "@baton/database/Dialect"
-import { alreadyApplied, checkOrdinal, checkSignalQuery } from "./runtimeChecks.js"
+import { alreadyApplied, checkOrdinal, checkSignal, checkSignalQuery, checkSteer } from "./runtimeChecks.js"
 import type { SqlContext } from "./sqlContext.js"
 import { persist } from "./sqlContext.js"
 import { requireRow, runExists, summaryOf } from "./sqlRows.js"
@@ -70,6 +70,7 @@ export const makeSignals = (ctx: SqlContext) => {
 
   const admitSignal = (commandId: string, runId: string, signal: SignalPayload, principal?: Principal) =>
     Effect.gen(function*() {
+      yield* checkSignal({ commandId, runId }, signal, principal)
       yield* runExists(ctx, runId)
       yield* ctx.write(
         runId,
@@ -226,9 +227,11 @@ export const makeSignals = (ctx: SqlContext) => {
       )
     })
 
-  const deliverSignal = (runId: string, signal: SignalPayload) => Effect.asVoid(appendMessage(runId, "signal", signal, "deliver a signal"))
+  const deliverSignal = (runId: string, signal: SignalPayload) =>
+    Effect.zipRight(checkSignal({ runId }, signal), Effect.asVoid(appendMessage(runId, "signal", signal, "deliver a signal")))
 
-  const appendSteer = (runId: string, message: SteerMessage) => appendMessage(runId, "steer", message, "append a steer")
+  const appendSteer = (runId: string, message: SteerMessage) =>
+    Effect.zipRight(checkSteer(runId, message), appendMessage(runId, "steer", message, "append a steer"))
 
   const steers = (runId: string, after?: number) =>
     Effect.gen(function*() {
