@@ -11,6 +11,7 @@ import type { SqlError } from "@effect/sql/SqlError"
 import * as Cause from "effect/Cause"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
+import * as Exit from "effect/Exit"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Metric from "effect/Metric"
@@ -53,6 +54,17 @@ export interface WriteOptions {
    * code units, no U+0000, no unpaired surrogate. Absent: the write is schema-wide.
    */
   readonly key?: string
+  /**
+   * Inside an open managed write: `false` joins the enclosing transaction without a
+   * savepoint (one round trip less). Meant for bodies of one statement, or whose
+   * failure the caller never recovers from: if a joined body fails and the enclosing
+   * write catches the failure and goes on to succeed, the enclosing transaction (or
+   * savepoint) is rolled back and the write dies, because the joined body's partial
+   * work could not be undone on its own. Ignored for an outermost write and when a raw
+   * savepoint or raw transaction separates the write from the enclosing one (a savepoint
+   * is used then). Default `true`.
+   */
+  readonly savepoint?: boolean
 }
 
 /**
@@ -328,7 +340,7 @@ export const make = (sql: SqlClient.SqlClient, options?: WriteRetryOptions): Ser
           frame.conn = transaction.value[0]
           frame.depth = transaction.value[1]
         }
-        return body
+        return ManagedWrite.refusePoisoned(frame, body)
       }).pipe(
         Effect.provideService(ManagedWrite.ManagedWrite, frame),
         Effect.locally(TransactionDriver.currentLockKey, undefined)
@@ -364,7 +376,8 @@ export const make = (sql: SqlClient.SqlClient, options?: WriteRetryOptions): Ser
   const nested = <A, E, R>(
     body: Effect.Effect<A, E, R>,
     key: string | undefined,
-    transaction: readonly [unknown, number]
+    transaction: readonly [unknown, number],
+    savepoint: boolean
   ) =>
     Effect.contextWithEffect((context: Context.Context<never>) => {
       const enclosing = Option.getOrUndefined(Context.getOption(context, ManagedWrite.ManagedWrite))
@@ -381,9 +394,24 @@ export const make = (sql: SqlClient.SqlClient, options?: WriteRetryOptions): Ser
       const parent = enclosing !== undefined && enclosing.conn === transaction[0] && enclosing.depth === transaction[1]
         ? enclosing
         : undefined
-      const frame = ManagedWrite.make({ database, parent, exclusive: false, managed: parent?.managed === true })
       const needsKeyLock = postgres && key !== undefined && !ClientInfo.isReadOnly(sql) &&
         !ManagedWrite.holdsKey(parent, key)
+      if (!savepoint && parent !== undefined && parent.managed) {
+        // Joined: the body runs in the enclosing frame; a failure poisons that frame.
+        const locked = needsKeyLock
+          ? Effect.zipRight(IntentionLocks.lockKey(sql, key), Effect.sync(() => parent.keys.add(key)))
+          : Effect.void
+        return Effect.zipRight(locked, body).pipe(
+          Effect.onExit((exit) =>
+            Exit.isFailure(exit)
+              ? Effect.sync(() => {
+                parent.poisoned = true
+              })
+              : Effect.void
+          )
+        )
+      }
+      const frame = ManagedWrite.make({ database, parent, exclusive: false, managed: parent?.managed === true })
       // Writes nested deeper see the key as held; it moves to the parent on success.
       if (needsKeyLock) frame.keys.add(key)
       const inner = Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (current) => {
@@ -391,7 +419,10 @@ export const make = (sql: SqlClient.SqlClient, options?: WriteRetryOptions): Ser
           frame.conn = current.value[0]
           frame.depth = current.value[1]
         }
-        return needsKeyLock ? Effect.zipRight(IntentionLocks.lockKey(sql, key), body) : body
+        return ManagedWrite.refusePoisoned(
+          frame,
+          needsKeyLock ? Effect.zipRight(IntentionLocks.lockKey(sql, key), body) : body
+        )
       }).pipe(Effect.provideService(ManagedWrite.ManagedWrite, frame))
       return sql.withTransaction(inner).pipe(
         Effect.tap(() =>
@@ -417,7 +448,9 @@ export const make = (sql: SqlClient.SqlClient, options?: WriteRetryOptions): Ser
       return Effect.flatMap(
         Effect.serviceOption(SqlClient.TransactionConnection),
         (transaction): Effect.Effect<A, E | SqlError, R> =>
-          Option.isSome(transaction) ? nested(body, key, transaction.value) : outermost(body, key)
+          Option.isSome(transaction)
+            ? nested(body, key, transaction.value, options?.savepoint !== false)
+            : outermost(body, key)
       ).pipe(Effect.catchAllCause((cause) => Effect.failCause(normalizeCause(cause))))
     })
 

@@ -1,9 +1,9 @@
 /**
  * The Consensus strategy over `flows_consensus_leases`. It holds no process
  * state, so any number of instances over one database agree. Each mutation is
- * one conditional statement inside `DurableWriter.write(…, { key: runId })`
- * (a savepoint of the caller's write, or its own keyed transaction); after a
- * miss one `SELECT` names the reason. `guard` is a read joining the ambient
+ * one conditional statement inside `DurableWriter.write(…, { key: runId,
+ * savepoint: false })` (joined to the caller's write without a savepoint, or
+ * its own keyed transaction); after a miss one `SELECT` names the reason. `guard` is a read joining the ambient
  * transaction (`FOR SHARE` on PostgreSQL).
  *
  * @since 0.1.0
@@ -41,7 +41,10 @@ export const make: Effect.Effect<Consensus.Service, never, DurableWriter | SqlCl
     const pg = Dialect.isPostgres(sql)
 
     const write = <A>(operation: string, runId: string, body: Effect.Effect<A, SqlError>) =>
-      writer.write(body, { key: runId }).pipe(Effect.mapError((error) => persistenceFailed(operation, error)))
+      // One conditional statement: inside a caller's write it joins without a savepoint.
+      writer.write(body, { key: runId, savepoint: false }).pipe(
+        Effect.mapError((error) => persistenceFailed(operation, error))
+      )
     const read = <A>(operation: string, body: Effect.Effect<A, SqlError>) =>
       body.pipe(Effect.mapError((error) => persistenceFailed(operation, error)))
 

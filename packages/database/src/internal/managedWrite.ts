@@ -8,7 +8,7 @@
  */
 import type { Connection } from "@effect/sql/SqlConnection"
 import * as Context from "effect/Context"
-import type * as Effect from "effect/Effect"
+import * as Effect from "effect/Effect"
 
 /** @internal */
 export interface Frame {
@@ -26,6 +26,8 @@ export interface Frame {
   conn: Connection | undefined
   depth: number
   closed: boolean
+  /** A write joined without a savepoint failed here; committing this frame is refused. */
+  poisoned: boolean
 }
 
 /** @internal */
@@ -46,8 +48,22 @@ export const make = (options: {
   hooks: [],
   conn: undefined,
   depth: -1,
-  closed: false
+  closed: false,
+  poisoned: false
 })
+
+/**
+ * `body`, then a defect instead of success when a write joined to `frame` without a
+ * savepoint failed and its failure was caught: its partial work cannot be undone alone,
+ * so the frame's transaction or savepoint must roll back. @internal
+ */
+export const refusePoisoned = <A, E, R>(frame: Frame, body: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Effect.flatMap(body, (value) =>
+    frame.poisoned
+      ? Effect.dieMessage(
+        "DurableWriter: a write joined without a savepoint failed and its failure was caught; the enclosing transaction was rolled back"
+      )
+      : Effect.succeed(value))
 
 /** Whether the transaction `frame` belongs to already holds `key`'s lock. @internal */
 export const holdsKey = (frame: Frame | undefined, key: string): boolean => {

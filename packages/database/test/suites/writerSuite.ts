@@ -114,6 +114,48 @@ export const writerSuite = (layer: () => DatabaseLayer, options: { readonly keys
     expect(yield* names).toEqual(["A", "C"])
   }))
 
+  test("savepoint: false joins the enclosing write: its work commits and rolls back with it", Effect.gen(function*() {
+    const { names, sql, writer } = yield* setup
+    yield* writer.write(Effect.gen(function*() {
+      yield* writer.write(sql`INSERT INTO items (name) VALUES ('joined')`, { key: "k1", savepoint: false })
+      // A joined write opens no savepoint: a nested savepointed write still works inside it.
+      yield* writer.write(writer.write(sql`INSERT INTO items (name) VALUES ('deeper')`, { savepoint: false }))
+    }))
+    expect(yield* names).toEqual(["deeper", "joined"])
+    const failed = yield* writer.write(Effect.gen(function*() {
+      yield* writer.write(sql`INSERT INTO items (name) VALUES ('gone')`, { key: "k1", savepoint: false })
+      return yield* Effect.fail(new AppError())
+    })).pipe(Effect.flip)
+    expect(failed).toBeInstanceOf(AppError)
+    expect(yield* names).toEqual(["deeper", "joined"])
+  }))
+
+  test("savepoint: false: a joined failure that the enclosing write catches rolls it back and dies", Effect.gen(function*() {
+    const { names, sql, writer } = yield* setup
+    const exit = yield* writer.write(Effect.gen(function*() {
+      yield* sql`INSERT INTO items (name) VALUES ('outer')`
+      const inner = yield* writer.write(
+        Effect.zipRight(sql`INSERT INTO items (name) VALUES ('partial')`, Effect.fail(new AppError())),
+        { savepoint: false }
+      ).pipe(Effect.flip)
+      expect(inner).toBeInstanceOf(AppError)
+    })).pipe(Effect.exit)
+    expect(Exit.isFailure(exit) && Cause.isDie(exit.cause)).toBe(true)
+    expect(String(Exit.isFailure(exit) ? Cause.squash(exit.cause) : "")).toContain("joined without a savepoint failed")
+    expect(yield* names).toEqual([])
+    // A savepointed write around the joined one absorbs the poison: only it rolls back.
+    yield* writer.write(Effect.gen(function*() {
+      yield* sql`INSERT INTO items (name) VALUES ('kept')`
+      const died = yield* writer.write(Effect.gen(function*() {
+        yield* writer.write(Effect.zipRight(sql`INSERT INTO items (name) VALUES ('partial')`, Effect.fail(new AppError())), {
+          savepoint: false
+        }).pipe(Effect.ignore)
+      })).pipe(Effect.exit)
+      expect(Exit.isFailure(died) && Cause.isDie(died.cause)).toBe(true)
+    }))
+    expect(yield* names).toEqual(["kept"])
+  }))
+
   test("a nested write reports isInTransaction and joins the outer transaction", Effect.gen(function*() {
     const { names, sql, writer } = yield* setup
     expect(yield* DurableWriter.isInTransaction).toBe(false)
