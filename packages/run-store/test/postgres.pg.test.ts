@@ -182,7 +182,10 @@ describe.skipIf(url === undefined)("PostgreSQL protocol", () => {
           store.steal("live", liveRow, C, ahead, { expectedOwner: A, checkedAtMs: ahead, kind: "lease-expired" }),
           store.heartbeat("live", A, ahead),
           store.reconfirm("live", A, ahead),
-          store.recoverClaim("free", C, 0, B, ahead, ev(C, B, ahead))
+          store.recoverClaim("free", C, 0, B, ahead, ev(C, B, ahead)),
+          // A missing run: the clock is still read (with the row lock) and refuses first.
+          store.heartbeat("missing", A, ahead),
+          store.claimAndOwn("missing", pending, C, ahead)
         ] as ReadonlyArray<Effect.Effect<unknown, RunStore.RunStoreError>>
       ) {
         const error = yield* Effect.flip(call)

@@ -16,9 +16,12 @@ export const skewAllowanceMs = Duration.toMillis(Consensus.heartbeatSkewAllowanc
 export interface ReferenceClock {
   /** Checks a reading where this dialect checks it before the write (SQLite). */
   readonly beforeWrite: (check: ReadingCheck) => Effect.Effect<void, RunStoreError>
-  /** Checks a reading where this dialect checks it inside the write (PostgreSQL). */
-  readonly insideWrite: (check: ReadingCheck) => Effect.Effect<void, RunStoreError | unknown>
+  /** Checks a reading against a database clock value already read (PostgreSQL, fused with a row lock). */
+  readonly checkAgainst: (check: ReadingCheck, clockMs: number) => Effect.Effect<void, RunStoreError>
 }
+
+/** The database clock in whole ms (PostgreSQL), as a select-list expression. */
+export const clockMillisSql = "floor(extract(epoch from clock_timestamp()) * 1000)::bigint"
 
 export interface ReadingCheck {
   readonly method: string
@@ -40,16 +43,14 @@ const refuseAhead = (check: ReadingCheck, clockMs: number, detail: string) =>
 
 export const make = (sql: SqlClient.SqlClient): ReferenceClock => {
   if (Dialect.isPostgres(sql)) {
-    const read = sql<{ readonly ms: number | string }>`SELECT floor(extract(epoch from clock_timestamp()) * 1000)::bigint AS ms`
     return {
       beforeWrite: () => Effect.void,
-      insideWrite: (check) =>
-        Effect.flatMap(read, (rows) => refuseAhead(check, Number(rows[0]?.ms), "database clock"))
+      checkAgainst: (check, clockMs) => refuseAhead(check, clockMs, "database clock")
     }
   }
   return {
     beforeWrite: (check) =>
       Effect.flatMap(Clock.currentTimeMillis, (ms) => refuseAhead(check, Math.floor(ms), "effect clock")),
-    insideWrite: () => Effect.void
+    checkAgainst: (check, clockMs) => refuseAhead(check, clockMs, "effect clock")
   }
 }

@@ -64,8 +64,9 @@ export const make = (ctx: StoreContext): Pick<
           ctx,
           check,
           undefined,
-          Effect.gen(function*() {
-            const row = yield* lockRow(ctx, "claim", id)
+          (locked) =>
+            Effect.gen(function*() {
+            const row = yield* locked
             if (
               row === undefined || (row.status !== "pending" && row.status !== "suspended") ||
               !Rows.snapshotMatches(row, snapshot) || row.claim !== null
@@ -120,8 +121,9 @@ export const make = (ctx: StoreContext): Pick<
           ctx,
           check,
           preCheck,
-          Effect.gen(function*() {
-            const row = yield* lockRow(ctx, "claimAndOwn", id)
+          (locked) =>
+            Effect.gen(function*() {
+            const row = yield* locked
             if (
               row === undefined || !(row.status === "pending" || row.status === "suspended" || row.status === "running") ||
               !Rows.snapshotMatches(row, snapshot) || row.claim !== null ||
@@ -255,8 +257,9 @@ export const make = (ctx: StoreContext): Pick<
           ctx,
           check,
           preCheck,
-          Effect.gen(function*() {
-            const row = yield* lockRow(ctx, "recoverClaim", id)
+          (locked) =>
+            Effect.gen(function*() {
+            const row = yield* locked
             if (row === undefined) return { _tag: "NotFound" } as RecoverClaimOutcome
             if (!Rows.claimMatches(row, stale, token)) return { _tag: "ClaimChanged" } as RecoverClaimOutcome
             if (!Rows.isStale(token, now)) return { _tag: "ClaimFresh" } as RecoverClaimOutcome
@@ -298,8 +301,9 @@ export const make = (ctx: StoreContext): Pick<
           ctx,
           check,
           preCheck,
-          Effect.gen(function*() {
-            const row = yield* lockRow(ctx, "steal", id)
+          (locked) =>
+            Effect.gen(function*() {
+            const row = yield* locked
             if (
               row === undefined || !Rows.snapshotMatches(row, snapshot) || row.claim !== null ||
               row.heartbeatAtMs === null || !Rows.isStale(row.heartbeatAtMs, now)

@@ -7,6 +7,7 @@ import * as Dialect from "@baton/database/Dialect"
 import * as DurableWriter from "@baton/database/DurableWriter"
 import * as Consensus from "@baton/journal/Consensus"
 import * as SqlClient from "@effect/sql/SqlClient"
+import type { SqlError } from "@effect/sql/SqlError"
 import { Effect, Option } from "effect"
 import * as Boundary from "../Boundary.js"
 import * as Errors from "../errors.js"
@@ -60,28 +61,57 @@ export const write = <A, E, R>(
 /**
  * A write whose `nowMs` is a lease reading: the reading is bounded by the
  * reference clock (before the write on SQLite, inside it on PostgreSQL), then
- * `preCheck` may answer without writing, then `body` runs.
+ * `preCheck` may answer without writing, then `body` runs with `locked`, the
+ * effect that yields the run's control row locked for this write. On PostgreSQL
+ * the row lock and the clock reading are one statement (`clock_timestamp()` read
+ * once the lock is held), so `locked` is the row already read; on SQLite it is the
+ * plain read inside the write transaction.
  */
 export const leaseWrite = <A, E, R>(
   ctx: StoreContext,
   check: ReferenceClock.ReadingCheck,
   preCheck: Effect.Effect<Option.Option<A>, E, R> | undefined,
-  body: Effect.Effect<A, E, R>
+  body: (locked: Effect.Effect<Rows.ControlRow | undefined, RunStoreError | SqlError>) => Effect.Effect<A, E, R>
 ): Effect.Effect<A, RunStoreError, R> => {
   if (ctx.isPostgres) {
-    const decide = preCheck === undefined
-      ? body
-      : Effect.flatMap(preCheck, Option.match({ onNone: () => body, onSome: Effect.succeed }))
-    return write(ctx, check.method, check.runId, Effect.zipRight(ctx.clock.insideWrite(check), decide))
+    const decide = (row: Rows.ControlRow | undefined) => {
+      const run = body(Effect.succeed(row))
+      return preCheck === undefined
+        ? run
+        : Effect.flatMap(preCheck, Option.match({ onNone: () => run, onSome: Effect.succeed }))
+    }
+    return write(ctx, check.method, check.runId, Effect.flatMap(lockRowWithClock(ctx, check), decide))
   }
   // SQLite: the reading was bounded at admission (`admitReading`); the pre-check is a plain read.
+  const run = write(ctx, check.method, check.runId, body(lockRow(ctx, check.method, check.runId)))
   return preCheck === undefined
-    ? write(ctx, check.method, check.runId, body)
+    ? run
     : Effect.flatMap(
       Effect.mapError(preCheck, (error) => Errors.fromFailure(check.method, error)),
-      Option.match({ onNone: () => write(ctx, check.method, check.runId, body), onSome: Effect.succeed })
+      Option.match({ onNone: () => run, onSome: Effect.succeed })
     )
 }
+
+/**
+ * PostgreSQL: lock the run row (`FOR UPDATE`) and read `clock_timestamp()` after the
+ * lock is held, in one statement (the CTE is materialized, so the clock is projected
+ * only once the lock was granted; the outer join yields the clock for a missing row
+ * too); then bound the reading by that clock.
+ */
+const lockRowWithClock = (ctx: StoreContext, check: ReferenceClock.ReadingCheck) =>
+  Effect.flatMap(
+    ctx.sql<Record<string, unknown>>`WITH locked AS MATERIALIZED (
+      SELECT ${Rows.controlColumnList(ctx.sql)} FROM flows_runs WHERE run_id = ${check.runId} FOR UPDATE
+    ) SELECT locked.*, ${ctx.sql.literal(ReferenceClock.clockMillisSql)} AS reference_clock_ms
+    FROM (SELECT 1) AS one LEFT JOIN locked ON true`,
+    (rows) => {
+      const first = rows[0]
+      return Effect.zipRight(
+        ctx.clock.checkAgainst(check, Number(first?.reference_clock_ms)),
+        first === undefined || first.run_id === null ? Effect.succeed(undefined) : decodeFirst(check.method, check.runId, rows)
+      )
+    }
+  )
 
 /** Bounds a lease reading at its admission step (SQLite); a no-op on PostgreSQL, which checks inside the write. */
 export const admitReading = (ctx: StoreContext, check: ReferenceClock.ReadingCheck) => ctx.clock.beforeWrite(check)

@@ -38,14 +38,15 @@ export const make = (ctx: StoreContext): Pick<Service, "heartbeat" | "reconfirm"
           ctx,
           check,
           undefined,
-          Effect.gen(function*() {
+          (locked) =>
+            Effect.gen(function*() {
             // PostgreSQL: lock the run row before the lease row (lock order); it also tells NotFound apart.
-            const locked = ctx.isPostgres ? yield* lockRow(ctx, method, id) : undefined
+            const row = ctx.isPostgres ? yield* locked : undefined
             const lost = Effect.map(
-              ctx.isPostgres ? Effect.succeed(locked !== undefined) : exists(ctx, id),
+              ctx.isPostgres ? Effect.succeed(row !== undefined) : exists(ctx, id),
               (present): HeartbeatOutcome => present ? { _tag: "FenceLost" } : { _tag: "NotFound" }
             )
-            if (ctx.isPostgres && locked === undefined) return { _tag: "NotFound" } as HeartbeatOutcome
+            if (ctx.isPostgres && row === undefined) return { _tag: "NotFound" } as HeartbeatOutcome
             const renewed = yield* (method === "heartbeat"
               ? ctx.consensus.heartbeat(id, who, now)
               : ctx.consensus.reconfirm(id, who, now))
