@@ -3,6 +3,7 @@
  */
 import { Schema } from "effect"
 import * as ControlSchema from "../ControlSchema.js"
+import { AdmittedBudget } from "./runtimePlanning.js"
 
 const Text = (max: number) =>
   Schema.String.pipe(Schema.minLength(1), Schema.maxLength(max))
@@ -23,25 +24,12 @@ export const Id = Schema.String.pipe(Schema.minLength(1), Schema.maxLength(1024)
   message: () => ({ message: idRule, override: true })
 })
 
-const budgetRule = "must be a non-negative safe integer"
-
-/** A budget number: a count (tokens) or milliseconds, so a non-negative safe integer. */
-const BudgetNumber = Schema.Number.pipe(
-  Schema.filter((n) => Number.isSafeInteger(n) && n >= 0)
-).annotations({ message: () => ({ message: budgetRule, override: true }) })
-
-/** A submitted budget (§3.1): `tokens` (count), `milliseconds`, `deadline` (ms after launch). */
-export const Budget = Schema.Struct({
-  tokens: Schema.optional(BudgetNumber),
-  milliseconds: Schema.optional(BudgetNumber),
-  deadline: Schema.optional(BudgetNumber)
-})
-
 export const PlanInput = Schema.Struct({
   flowId: Id,
   input: Schema.optional(Schema.Unknown),
   idempotencyKey: Schema.optional(Schema.String),
-  budget: Schema.optional(Budget)
+  // The runtimes admit budgets with the same schema.
+  budget: Schema.optional(AdmittedBudget)
 })
 
 export const RunPlanInput = Schema.TaggedStruct("Plan", {

@@ -45,7 +45,7 @@ import {
 } from "./runtimeChecks.js"
 import { alreadyApplied } from "./runtimeChecks.js"
 import * as CancelEvidence from "./cancelEvidence.js"
-import { buildCard, decodeInput, planFingerprint, planKeyConflict } from "./runtimePlanning.js"
+import { buildCard, checkPlanInput, decodeInput, planFingerprint, planKeyConflict } from "./runtimePlanning.js"
 
 interface MemoryRun {
   summary: RunSummary
@@ -210,6 +210,7 @@ export const makeMemory = (options: MemoryOptions, journal?: Journal.Service): E
             try: () => clone(raw),
             catch: () => new InvalidInput({ issue: "input: must be structured-cloneable JSON" })
           })
+          yield* checkPlanInput(input)
           const flow = flows.get(input.flowId)
           if (flow === undefined) return yield* Effect.fail(new FlowNotFound({ flowId: input.flowId }))
           const fingerprint = yield* planFingerprint(input)

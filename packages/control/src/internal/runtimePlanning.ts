@@ -1,11 +1,59 @@
 /**
  * Plan card construction shared by both runtimes (spec §6 steps 2, 4, 6, 7).
  */
-import { Effect } from "effect"
+import * as Redaction from "@baton/journal/Redaction"
+import { Effect, Schema } from "effect"
 import { InvalidInput } from "../ControlError.js"
 import type { Budget, Envelope, PlanCard } from "../ControlSchema.js"
 import type { DurableFlow, PlanInput } from "../ControlRuntime.js"
-import { sha256, tryCanonical } from "./canonical.js"
+import { isDurableTextOfLength, sha256, tryCanonical } from "./canonical.js"
+import { describeIssue } from "./schemaIssue.js"
+
+/** The rule of every budget number. */
+export const budgetRule = "must be a non-negative safe integer"
+
+/** A budget number: a count (tokens) or milliseconds, so a non-negative safe integer. */
+const BudgetNumber = Schema.Number.pipe(
+  Schema.filter((n) => Number.isSafeInteger(n) && n >= 0)
+).annotations({ message: () => ({ message: budgetRule, override: true }) })
+
+/**
+ * A submitted budget (§3.1): `tokens` (count), `milliseconds`, `deadline` (ms after launch). The facade
+ * and both runtimes admit budgets with this schema (excess fields refused).
+ */
+export const AdmittedBudget = Schema.Struct({
+  tokens: Schema.optional(BudgetNumber),
+  milliseconds: Schema.optional(BudgetNumber),
+  deadline: Schema.optional(BudgetNumber)
+})
+
+const decodeBudget = Schema.decodeUnknownEither(AdmittedBudget, { onExcessProperty: "error" })
+
+/**
+ * Admits a plan request before anything is read or written: the budget as the facade admits it
+ * (`budget.tokens: must be a non-negative safe integer`) and a well-formed idempotency key.
+ */
+export const checkPlanInput = (input: PlanInput): Effect.Effect<void, InvalidInput> => {
+  if (input.idempotencyKey !== undefined && !isDurableTextOfLength(input.idempotencyKey, 1024)) {
+    return Effect.fail(new InvalidInput({ issue: "idempotencyKey: must be 1 to 1024 well-formed characters" }))
+  }
+  if (input.budget === undefined) return Effect.void
+  const decoded = decodeBudget(input.budget)
+  return decoded._tag === "Right" ? Effect.void : Effect.fail(new InvalidInput({ issue: describeIssue(decoded.left, "budget") }))
+}
+
+/**
+ * The displayed form of a canonical input summary: the journal's default `Redaction` applied (the same
+ * rules as journal entries). A summary that is not JSON, or nests past the redactor's depth, is not shown.
+ */
+export const redactSummary = (summary: string): string => {
+  try {
+    const redacted = tryCanonical(Redaction.redact(JSON.parse(summary) as unknown), "input")
+    return redacted.ok ? redacted.text : Redaction.placeholder
+  } catch {
+    return Redaction.placeholder
+  }
+}
 
 /** Canonical request fingerprint `{ flowId, input, budget? }`. */
 export const planFingerprint = (input: PlanInput): Effect.Effect<string, InvalidInput> => {
@@ -64,7 +112,8 @@ export const buildCard = (
       planId,
       flowId: flow.flowId,
       digest,
-      inputSummary: summary.text,
+      // Cards are shown to people: the summary is redacted; the digest and stored input are not.
+      inputSummary: redactSummary(summary.text),
       envelope,
       deployClass: flow.deployClass,
       ...(flow.executionDigest === undefined ? {} : { executionDigest: flow.executionDigest }),

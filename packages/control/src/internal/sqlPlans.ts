@@ -8,7 +8,7 @@ import type { Envelope, Principal, RunSummary } from "../ControlSchema.js"
 import { PlanCard, PlanDecision } from "../ControlSchema.js"
 import type { IdPage, IdPageRequest, LaunchResult, PlanInput, PlanOutcome, PlanPage, PlanQuery, StoredPlan } from "../ControlRuntime.js"
 import { checkLimit, checkOrdinal, checkTarget } from "./runtimeChecks.js"
-import { buildCard, decodeInput, planFingerprint, planKeyConflict } from "./runtimePlanning.js"
+import { buildCard, checkPlanInput, decodeInput, planFingerprint, planKeyConflict } from "./runtimePlanning.js"
 import type { SqlContext } from "./sqlContext.js"
 import { fenceOf, persist } from "./sqlContext.js"
 
@@ -61,6 +61,7 @@ export const makePlans = (ctx: SqlContext) => {
 
   const plan = (input: PlanInput): Effect.Effect<PlanOutcome, FlowNotFound | import("../ControlError.js").InvalidInput | PersistenceError> =>
     Effect.gen(function*() {
+      yield* checkPlanInput(input)
       const flows = yield* ctx.catalog
       const flow = flows.find((f) => f.flowId === input.flowId)
       if (flow === undefined) return yield* Effect.fail(new FlowNotFound({ flowId: input.flowId }))
