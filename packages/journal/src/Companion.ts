@@ -47,7 +47,8 @@ const companionOf = (stream: string, runId: string, prefix: string) => {
 
 /**
  * Append `fact` durably (unfenced) to its companion stream inside
- * `journal.transact(…, { key: fact.runId })`: joined to the caller's write, a
+ * `journal.transact(…, { key: fact.runId, savepoint: false })`: joined to the
+ * caller's write without a savepoint (a failed fact fails that write), a
  * rolled-back transition leaves no fact. `payload.runId` and `meta.runId` name
  * the real run. Without a `Journal` in context it writes nothing.
  *
@@ -67,7 +68,8 @@ export const append = (fact: Fact): Effect.Effect<void, Journal.JournalError> =>
         payload: { ...fact.payload, runId: fact.runId },
         meta: { runId: fact.runId }
       }),
-      { key: fact.runId }
+      // A fact belongs to the write that states it: no savepoint of its own.
+      { key: fact.runId, savepoint: false }
     )
   })
 

@@ -223,7 +223,8 @@ export class JournalError extends Schema.TaggedError<JournalError>()("@baton/jou
  * - `flush`: wait until every lossy entry queued before it is committed or lost.
  *   Never call it inside `transact` or an open write transaction.
  * - `transact`: `DurableWriter.write(effect, options)`; nested journal writes
- *   join it; publication follows the outermost commit.
+ *   join it; publication follows the outermost commit. `savepoint: false` joins
+ *   an enclosing write without a savepoint (`DurableWriter.WriteOptions`).
  * - `whenCommitted`: run `update` after the outermost commit (`true`), now when
  *   no transaction is open (`true`), never in a raw transaction (`false`).
  * - `entries`, `stream`, `changes`: reads; `checkpoint`, `latestCheckpoint`,
@@ -239,7 +240,7 @@ export interface Service {
   readonly flush: Effect.Effect<void, JournalError>
   readonly transact: <A, E, R>(
     effect: Effect.Effect<A, E, R>,
-    options?: { readonly key?: string }
+    options?: { readonly key?: string; readonly savepoint?: boolean }
   ) => Effect.Effect<A, E | JournalError, R>
   readonly whenCommitted: (update: Effect.Effect<void>) => Effect.Effect<boolean>
   readonly entries: (options: EntriesOptions) => Effect.Effect<EntriesPage, JournalError>

@@ -131,7 +131,7 @@ export const make = (
       )
 
     // A companion id takes no key of its own (Companion.append keys the run it is about).
-    const keyOf = (runId: string) => JournalEvent.isCompanionRunId(runId) ? undefined : { key: runId }
+    const keyOf = (runId: string) => JournalEvent.isCompanionRunId(runId) ? {} : { key: runId }
 
     const emitDurableWith = (operation: string, input: JournalEvent.Input, owner: OwnerId | undefined) =>
       Effect.gen(function*() {
@@ -166,7 +166,9 @@ export const make = (
             }
           }
         })
-        return yield* writer.write(body, keyOf(admitted.runId)).pipe(
+        // A companion fact is part of its run's write (Companion.append): it joins without a savepoint.
+        const companion = JournalEvent.isCompanionRunId(admitted.runId)
+        return yield* writer.write(body, { ...keyOf(admitted.runId), savepoint: !companion }).pipe(
           Effect.catchTag("@baton/database/DatabaseError", (error) => Effect.fail(sink(operation)(error)))
         )
       })
@@ -210,9 +212,15 @@ export const make = (
         return yield* lossy.offer({ ...admitted, sourceSeq }, eventId, key)
       })
 
-    const transact = <A, E, R>(effect: Effect.Effect<A, E, R>, options?: { readonly key?: string }) =>
+    const transact = <A, E, R>(
+      effect: Effect.Effect<A, E, R>,
+      options?: { readonly key?: string; readonly savepoint?: boolean }
+    ) =>
       ifOpen("transact").pipe(
-        Effect.zipRight(writer.write(effect, options?.key === undefined ? undefined : { key: options.key })),
+        Effect.zipRight(writer.write(effect, {
+          ...(options?.key === undefined ? {} : { key: options.key }),
+          ...(options?.savepoint === undefined ? {} : { savepoint: options.savepoint })
+        })),
         Effect.catchIf(
           (error): error is DurableWriter.DatabaseError =>
             typeof error === "object" && error !== null &&

@@ -36,6 +36,28 @@ describe("Companion (check 32)", () => {
       expect((yield* journal.entries({ runId: "r", limit: 10 })).entries).toEqual([])
     }).pipe(Effect.provide(TestJournal.layer())))
 
+  it.effect("transact with savepoint: false joins the enclosing write; a caught joined failure rolls it all back", () =>
+    Effect.gen(function*() {
+      const journal = yield* Journal
+      // Committed with its enclosing write.
+      yield* journal.transact(journal.transact(Companion.append(fact("r")), { key: "r", savepoint: false }), { key: "r" })
+      const companion = JournalEvent.companionRunId("run-store", "r")
+      expect((yield* rows(companion)).length).toBe(1)
+      // Joined without a savepoint, a failure cannot be undone alone: catching it and
+      // committing the enclosing write is refused, and nothing of it lands.
+      const exit = yield* journal.transact(
+        Effect.gen(function*() {
+          yield* journal.transact(
+            Companion.append(fact("r")).pipe(Effect.zipRight(Effect.fail("late" as const))),
+            { key: "r", savepoint: false }
+          ).pipe(Effect.ignore)
+        }),
+        { key: "r" }
+      ).pipe(Effect.exit)
+      expect(exit._tag).toBe("Failure")
+      expect((yield* rows(companion)).length).toBe(1)
+    }).pipe(Effect.provide(TestJournal.layer())))
+
   it.effect("a 1024-character run id still gives a valid companion id", () =>
     Effect.gen(function*() {
       const long = "x".repeat(1024)
