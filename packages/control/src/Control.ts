@@ -19,7 +19,7 @@ import { admit, admitId, keyRule, requireKey } from "./internal/facadeBoundary.j
 import { displayCard } from "./internal/facadeDisplay.js"
 import * as Inputs from "./internal/facadeInputs.js"
 import { list as listImpl } from "./internal/facadeList.js"
-import { emit, fingerprint, intentOf, mutate, mutationKey, persistence, transact } from "./internal/facadeMutation.js"
+import { emit, keyed, mutate, persistence, transact } from "./internal/facadeMutation.js"
 import * as Runs from "./internal/facadeRuns.js"
 
 /**
@@ -245,9 +245,6 @@ const accepted = (receiptId: string, runId?: string): ControlSchema.Receipt => (
   ...(runId !== undefined ? { runId } : {})
 })
 
-const actorOf = (principal: PrincipalInput | undefined) =>
-  principal === undefined ? undefined : { id: principal.id, kind: principal.kind }
-
 const isJsonObject = (value: unknown): value is Record<string, ControlSchema.Json> =>
   typeof value === "object" && value !== null && !Array.isArray(value)
 
@@ -323,8 +320,8 @@ export const make: Effect.Effect<Service, never, ControlRuntime.ControlRuntime |
           keyRule(operation),
           { field: "reason", max: 1000, issue: `${operation}.reason: must be 1 to 1000 well-formed characters` }
         ])
-        yield* requireKey(operation, input.idempotencyKey)
-        const principal = yield* runtime.stampPrincipal(actorOf(input.principal))
+        const keys = yield* keyed(host, operation, input, input.principal)
+        const { key, principal } = keys
         const target = input.target
         const scope = input.scope
         const partition = target._tag === "Plan" ? `plan:${target.planId}` : target.runId
@@ -342,15 +339,9 @@ export const make: Effect.Effect<Service, never, ControlRuntime.ControlRuntime |
           )
           if (existing !== undefined && Runs.isTerminal(existing.status)) return terminalReceipt(existing)
         }
-        const key = input.idempotencyKey
-        const durableKey = yield* mutationKey(operation, key, principal)
-        const print = yield* fingerprint(operation, principal, intentOf(input))
         let resumeSeq: number | undefined
         const receipt = yield* mutate(host, {
-          operation,
-          key,
-          durableKey,
-          fingerprint: print,
+          ...keys,
           lockKey: target._tag === "Node" ? target.runId : undefined,
           replay: true,
           claimRunKey: false
@@ -389,20 +380,15 @@ export const make: Effect.Effect<Service, never, ControlRuntime.ControlRuntime |
     // ---- resume (also `run` with a Resume input) ---------------------------
     const resumeRun = (operation: string, input: typeof Inputs.ResumeInput.Type) =>
       Effect.gen(function*() {
-        yield* requireKey(operation, input.idempotencyKey)
+        // `run` with a Resume input shares `resume`'s keys.
+        const keys = yield* keyed(host, operation, input, input.principal, "resume")
+        const { key, principal } = keys
         const runId = input.runId
         const before = yield* runtime.getRun(runId)
         if (Runs.isTerminal(before.status)) return terminalReceipt(before)
-        const principal = yield* runtime.stampPrincipal(actorOf(input.principal))
-        const key = input.idempotencyKey
-        const durableKey = yield* mutationKey("resume", key, principal)
-        const print = yield* fingerprint("resume", principal, intentOf(input))
         let claimed = false
         const receipt = yield* mutate(host, {
-          operation,
-          key,
-          durableKey,
-          fingerprint: print,
+          ...keys,
           lockKey: runId,
           replay: true,
           claimRunKey: false
@@ -478,17 +464,11 @@ export const make: Effect.Effect<Service, never, ControlRuntime.ControlRuntime |
           const { _tag: _ignored, ...rest } = input
           return yield* resumeRun("run", rest)
         }
-        yield* requireKey("run", input.idempotencyKey)
-        const principal = yield* runtime.stampPrincipal(actorOf(input.principal))
-        const key = input.idempotencyKey
-        const durableKey = yield* mutationKey("run", key, principal)
-        const print = yield* fingerprint("run", principal, intentOf(input))
+        const keys = yield* keyed(host, "run", input, input.principal)
+        const { key, principal } = keys
         let started: { readonly plan: ControlRuntime.StoredPlan; readonly run: ControlSchema.RunSummary } | undefined
         const receipt = yield* mutate(host, {
-          operation: "run",
-          key,
-          durableKey,
-          fingerprint: print,
+          ...keys,
           lockKey: undefined,
           replay: true,
           claimRunKey: true
@@ -527,24 +507,18 @@ export const make: Effect.Effect<Service, never, ControlRuntime.ControlRuntime |
     const steer: Service["steer"] = (raw) =>
       Effect.gen(function*() {
         const input = yield* admit("steer", Inputs.SteerInput, raw, [keyRule("steer")])
-        yield* requireKey("steer", input.idempotencyKey)
         const runId = input.runId
         if (input.message.runId !== runId) {
           return yield* new ControlError.InvalidInput({
             issue: `message.runId: must be ${JSON.stringify(runId)}, received ${JSON.stringify(input.message.runId)}`
           })
         }
-        const principal = yield* runtime.stampPrincipal(actorOf(input.message.principal))
+        const keys = yield* keyed(host, "steer", input, input.message.principal)
+        const { key, principal } = keys
         const message: ControlSchema.SteerMessage = { ...input.message, principal }
-        const key = input.idempotencyKey
-        const durableKey = yield* mutationKey("steer", key, principal)
-        const print = yield* fingerprint("steer", principal, intentOf(input))
         let woke = false
         const receipt = yield* mutate(host, {
-          operation: "steer",
-          key,
-          durableKey,
-          fingerprint: print,
+          ...keys,
           lockKey: runId,
           replay: true,
           claimRunKey: false
@@ -598,17 +572,12 @@ export const make: Effect.Effect<Service, never, ControlRuntime.ControlRuntime |
     const signal: Service["signal"] = (raw) =>
       Effect.gen(function*() {
         const input = yield* admit("signal", Inputs.SignalInput, raw, [keyRule("signal")])
-        yield* requireKey("signal", input.idempotencyKey)
         const runId = input.runId
-        const principal = yield* runtime.stampPrincipal(actorOf(input.principal))
-        const key = input.idempotencyKey
-        const commandId = yield* mutationKey("signal", key, principal)
-        const print = yield* fingerprint("signal", principal, intentOf(input))
+        const keys = yield* keyed(host, "signal", input, input.principal)
+        // A signal's durable key is its command id.
+        const { durableKey: commandId, key, principal } = keys
         const receipt = yield* mutate(host, {
-          operation: "signal",
-          key,
-          durableKey: commandId,
-          fingerprint: print,
+          ...keys,
           lockKey: runId,
           replay: true,
           claimRunKey: true
@@ -653,18 +622,12 @@ export const make: Effect.Effect<Service, never, ControlRuntime.ControlRuntime |
     const cancel: Service["cancel"] = (raw) =>
       Effect.gen(function*() {
         const input = yield* admit("cancel", Inputs.RunMutationInput, raw, [keyRule("cancel")])
-        yield* requireKey("cancel", input.idempotencyKey)
         const runId = input.runId
-        const principal = yield* runtime.stampPrincipal(actorOf(input.principal))
-        const key = input.idempotencyKey
-        const durableKey = yield* mutationKey("cancel", key, principal)
-        const print = yield* fingerprint("cancel", principal, intentOf(input))
+        const keys = yield* keyed(host, "cancel", input, input.principal)
+        const { key, principal } = keys
         let interruptible = false
         const receipt = yield* mutate(host, {
-          operation: "cancel",
-          key,
-          durableKey,
-          fingerprint: print,
+          ...keys,
           lockKey: runId,
           // A cancel receipt is an answer about a run that changes: a repeat re-executes.
           replay: false,

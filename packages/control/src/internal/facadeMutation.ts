@@ -9,6 +9,7 @@ import * as ControlError from "../ControlError.js"
 import type * as ControlRuntime from "../ControlRuntime.js"
 import type * as ControlSchema from "../ControlSchema.js"
 import { canonical, sha256 } from "./canonical.js"
+import { requireKey } from "./facadeBoundary.js"
 
 export const sourceId = "@baton/control"
 
@@ -47,6 +48,46 @@ export const fingerprint = (operation: string, principal: Actor, intent: unknown
     sha256(canonical({ operation, actor: { id: principal.id, kind: principal.kind }, intent })),
     (digest) => `control-mutation:v2:${digest}`
   )
+
+/** What a keyed verb works with after its preamble; spreads into `MutateOptions`. */
+export interface Keyed {
+  readonly operation: string
+  /** The acting principal, stamped with the runtime's clock. */
+  readonly principal: ControlSchema.Principal
+  /** The caller's idempotency key (receipt ids). */
+  readonly key: string
+  /** The actor-scoped durable key (`mutationKey`). */
+  readonly durableKey: string
+  /** The request fingerprint (`fingerprint` of the input's intent). */
+  readonly fingerprint: string
+}
+
+/**
+ * The preamble every keyed verb shares (§17.1–17.2), after admission: the key's rule, the stamped
+ * principal (from `submitted`), the durable key and the fingerprint, both under `namespace`
+ * (default `operation`; `run` with a Resume input shares `resume`'s keys).
+ */
+export const keyed = (
+  facade: Facade,
+  operation: string,
+  input: { readonly idempotencyKey: string },
+  submitted: Actor | undefined,
+  namespace: string = operation
+): Effect.Effect<Keyed, ControlError.InvalidInput | ControlError.PersistenceError> =>
+  Effect.gen(function*() {
+    yield* requireKey(operation, input.idempotencyKey)
+    const principal = yield* facade.runtime.stampPrincipal(
+      submitted === undefined ? undefined : { id: submitted.id, kind: submitted.kind }
+    )
+    const key = input.idempotencyKey
+    return {
+      operation,
+      principal,
+      key,
+      durableKey: yield* mutationKey(namespace, key, principal),
+      fingerprint: yield* fingerprint(namespace, principal, intentOf(input as unknown as Record<string, unknown>))
+    }
+  })
 
 const isJournalError = (error: unknown): error is Journal.JournalError =>
   typeof error === "object" && error !== null && "_tag" in error && error._tag === "@baton/journal/JournalError"
