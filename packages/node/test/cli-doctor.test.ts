@@ -1,7 +1,8 @@
 /**
  * node.md checks 26 and 28: `baton doctor` on a healthy database, a hung owner (SIGSTOPped: FAIL, exit 6,
- * naming the pid), a dead owner (WARN, exit 0), a dropped table (FAIL naming the public read); and
- * `baton journal --follow` printing another process's entries until the run completes.
+ * naming the pid; no host on this host takes its run over until the pid is killed), a dead owner (WARN,
+ * exit 0), a dropped table (FAIL naming the public read); and `baton journal --follow` printing another
+ * process's entries until the run completes. The opt-in `takeOverHungOwnersAfter` is runtime-hung.test.ts.
  */
 import * as Control from "@baton/control/Control"
 import * as RunStore from "@baton/run-store/RunStore"
@@ -13,6 +14,12 @@ import * as path from "node:path"
 import * as NodeRuntime from "../src/NodeRuntime.js"
 import { baton, migratedDatabase, tempDir } from "./cli-support.js"
 import * as Support from "./example-support.js"
+import { stopOutsideWrite } from "./fixtures/sqliteLock.js"
+
+/** How many times `worker` reported claiming `runId` (its `event` lines). */
+const claimsOf = (worker: Support.WorkerProcess, runId: string) =>
+  worker.output().split("\n").filter((line) => line.startsWith("event ")).map((line) => JSON.parse(line.slice(6)) as { _tag: string; runId?: string })
+    .filter((e) => e._tag === "claimed" && e.runId === runId).length
 
 describe("baton doctor", () => {
   it("a dropped flows_attempts table fails the schema check naming AttemptStore.list", async () => {
@@ -32,7 +39,7 @@ describe("baton doctor", () => {
     expect(json.checks.some((c) => c.level === "FAIL" && c.message.includes("AttemptStore.list"))).toBe(true)
   })
 
-  it("a hung owner FAILs naming its pid; once killed it WARNs; a new worker takes over while journal --follow prints to completion", async () => {
+  it("a hung owner FAILs naming its pid and a same-host worker leaves its run alone; once killed it WARNs and the worker takes over while journal --follow prints to completion", async () => {
     const root = Support.makeTree(300)
     const dir = fs.mkdtempSync(path.join(tempDir(), "doctor-"))
     const db = path.join(dir, "baton.db")
@@ -53,8 +60,12 @@ describe("baton doctor", () => {
       const healthy = await baton("doctor", "--db", db)
       expect(healthy.code, healthy.stdout).toBe(0)
 
+      // A second worker on this host runs through the hang; the hung owner's run is not its to take.
+      second = Support.spawnWorker(db, "w2", trace)
+      await second.ready
+
       // Hung: the pid is alive but the lease goes stale.
-      first.child.kill("SIGSTOP")
+      await stopOutsideWrite(first.child, db)
       let hung = await baton("doctor", "--db", db)
       const deadline = Date.now() + 90_000
       while (hung.code !== 6 && Date.now() < deadline) {
@@ -64,17 +75,23 @@ describe("baton doctor", () => {
       expect(hung.code, hung.stdout).toBe(6)
       expect(hung.stdout).toContain(`${runId}: owner pid ${pid} is alive but not heartbeating`)
       expect(hung.stdout).toContain(`hint: kill ${pid}, or start hosts with takeOverHungOwnersAfter`)
+      // Stale for doctor, and w2 (polling every second) has swept it several times: still w1's.
+      await new Promise((r) => setTimeout(r, 3_500))
+      expect(await runtime.runPromise(Support.ownerPid(runId))).toBe(pid)
+      expect(claimsOf(second, runId)).toBe(0)
 
-      // Dead: a stale owner whose pid is gone is a warning; a host will take it over.
+      // Dead: a stale owner whose pid is gone is a warning; a host will take it over. (w2, which
+      // owns nothing, is held still meanwhile so the warning is seen before it does.)
+      await stopOutsideWrite(second.child, db)
       first.child.kill("SIGKILL")
       await first.exited
       const dead = await baton("doctor", "--db", db)
       expect(dead.code, dead.stdout).toBe(0)
       expect(dead.stdout).toMatch(new RegExp(`^WARN\\s+stuck runs\\s+${runId}: owner .*a host will take it over`, "m"))
 
-      // journal --follow (in this process) while a new worker takes the run over and completes it.
+      // journal --follow (in this process) while w2 takes the run over and completes it.
       const follow = baton("journal", runId, "--follow", "--db", db)
-      second = Support.spawnWorker(db, "w2", trace)
+      second.child.kill("SIGCONT")
       const followed = await follow
       expect(followed.code, followed.stderr).toBe(0)
       expect(followed.stdout).toContain("baton.run.taken-over")
@@ -82,10 +99,17 @@ describe("baton doctor", () => {
       expect(followed.stdout).toMatch(/^~\d+ .*flows\.consensus\.activated/m)
       const summary = await runtime.runPromise(Effect.flatMap(Control.Control, (c) => c.getRun(runId)))
       expect(summary.status).toBe("completed")
+      expect(claimsOf(second, runId)).toBe(1)
+      const { own } = await runtime.runPromise(Support.history(runId))
+      expect(own.find((e) => e.eventType === "baton.run.taken-over")?.payload).toMatchObject({
+        from: { pid },
+        evidence: "same-host-pid-dead"
+      })
       const indexed = await runtime.runPromise(Support.rows(runId))
       expect(indexed.length).toBe(300)
     } finally {
       first.child.kill("SIGKILL")
+      second?.child.kill("SIGCONT")
       second?.child.kill("SIGKILL")
       await runtime.dispose()
     }

@@ -14,13 +14,12 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import { Effect, ManagedRuntime } from "effect"
 import type { ChildProcess } from "node:child_process"
 import * as fs from "node:fs"
-import { createRequire } from "node:module"
 import * as path from "node:path"
-import { fileURLToPath } from "node:url"
 import { spawnFixture } from "../../database/test/support/processes.js"
 import * as NodeRuntime from "../src/NodeRuntime.js"
 import { appSet, flows } from "./fixtures/runtimeFlows.js"
 import { startWorker, stopAll, tempDb, waitFor, type Worker } from "./fixtures/runtimeProcesses.js"
+import { writeLockRefused } from "./fixtures/sqliteLock.js"
 import { launch } from "./fixtures/runtimeSupport.js"
 
 const workers: Array<Worker> = []
@@ -29,28 +28,6 @@ afterAll(() => {
   stopAll(workers)
   for (const holder of holders) if (holder.exitCode === null) holder.kill("SIGKILL")
 })
-
-const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../..")
-const Sqlite = createRequire(path.join(repoRoot, "packages", "database", "package.json"))("better-sqlite3") as new(
-  file: string,
-  options: { readonly fileMustExist: boolean }
-) => { pragma: (text: string) => unknown; exec: (text: string) => void; close: () => void }
-
-/** Whether a fresh connection is refused the write lock at once (SQLITE_BUSY with no busy wait). */
-const writeLockRefused = (filename: string): boolean => {
-  const db = new Sqlite(filename, { fileMustExist: true })
-  try {
-    db.pragma("busy_timeout = 0")
-    db.exec("BEGIN IMMEDIATE")
-    db.exec("ROLLBACK")
-    return false
-  } catch (error) {
-    if ((error as { code?: string }).code === "SQLITE_BUSY") return true
-    throw error
-  } finally {
-    db.close()
-  }
-}
 
 /** Spawn the lock holder; resolves `locked` and `released` with the holder's own timestamps. */
 const holdWriteLock = (filename: string, ms: number) => {
