@@ -25,8 +25,10 @@ export const runExpressions = (ctx: SqlContext) => {
   const flowId = sql`(CASE WHEN ${isControl} THEN ${member("$.flowId")} ELSE ${member("$.flowName")} END)`
   const baseStatus = sql`(CASE WHEN ${isControl} THEN ${member("$.status")}
     ELSE (CASE r.status WHEN 'pending' THEN 'accepted' WHEN 'suspended' THEN 'parked' ELSE r.status END) END)`
-  // `aw` is the set of ancestors (inclusive) of open approval waits.
-  const status = sql`(CASE WHEN aw.ancestor_id IS NOT NULL AND ${baseStatus} NOT IN ${sql.literal(terminalList)}
+  // `walk` (a CTE of the listing) holds the ancestors (inclusive) of open approval waits. An
+  // IN-subquery, not a join: PostgreSQL then keeps the ordered index scan on row_seq that stops
+  // after limit + 1 matches (a hash join made it evaluate every row past the cursor).
+  const status = sql`(CASE WHEN r.run_id IN (SELECT ancestor_id FROM walk) AND ${baseStatus} NOT IN ${sql.literal(terminalList)}
     THEN 'waiting-approval' ELSE ${baseStatus} END)`
   const parent = (withSpawn: boolean) =>
     withSpawn
@@ -68,11 +70,8 @@ export const makeListing = (ctx: SqlContext) => {
     if (f.runIds !== undefined) conditions.push(sql`r.run_id IN ${idSet(ctx, f.runIds)}`)
     const where = conditions.length === 0 ? sql`` : sql`WHERE ${sql.and(conditions)}`
     const walk = rollUp ? waitWalk(ctx, withSpawn, ["approval"]) : sql``
-    const rollUpJoin = rollUp
-      ? sql`LEFT JOIN (SELECT DISTINCT ancestor_id FROM walk) aw ON aw.ancestor_id = r.run_id`
-      : sql``
     return sql<{ row_seq: number; run_id: string }>`${walk}
-      SELECT r.row_seq, r.run_id FROM flows_runs r LEFT JOIN control_runs cr ON cr.run_id = r.run_id ${rollUpJoin}
+      SELECT r.row_seq, r.run_id FROM flows_runs r LEFT JOIN control_runs cr ON cr.run_id = r.run_id
       ${where}
       ORDER BY r.row_seq ${sql.literal(newest ? "DESC" : "ASC")} LIMIT ${limit + 1}`
   }
