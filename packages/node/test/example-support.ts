@@ -82,8 +82,27 @@ export interface WorkerProcess {
 const workerScript = fileURLToPath(new URL("../src/example/worker.ts", import.meta.url))
 
 /** Spawns a worker; `trace` receives one line per hashed file. */
-export const spawnWorker = (filename: string, label: string, trace: string): WorkerProcess => {
-  const child = spawnFixture(workerScript, [filename, label], { env: { BATON_INDEX_TRACE: trace } })
+export const spawnWorker = (filename: string, label: string, trace: string): WorkerProcess =>
+  spawnWorkerOf(workerScript, [filename, label], label, trace)
+
+const pgWorkerScript = fileURLToPath(new URL("./fixtures/index-worker-pg.ts", import.meta.url))
+
+/** Spawns a worker of the main job on a PostgreSQL schema (layerPg). */
+export const spawnPgWorker = (url: string, schema: string, label: string, trace: string): WorkerProcess =>
+  spawnWorkerOf(pgWorkerScript, [url, schema, label], label, trace)
+
+/** A client-mode runtime on a PostgreSQL schema with the example's catalog. */
+export const clientRuntimePg = (url: string, schema: string) =>
+  ManagedRuntime.make(Layer.orDie(NodeRuntime.layerPg({
+    url,
+    schema,
+    mode: "client",
+    flows: [IndexDir.flow],
+    migrations: [IndexDir.migrations]
+  })))
+
+const spawnWorkerOf = (script: string, args: ReadonlyArray<string>, label: string, trace: string): WorkerProcess => {
+  const child = spawnFixture(script, args, { env: { BATON_INDEX_TRACE: trace } })
   let output = ""
   const ready = new Promise<number>((resolve, reject) => {
     child.stdout?.on("data", (chunk) => {
