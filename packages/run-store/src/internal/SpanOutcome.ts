@@ -26,9 +26,23 @@ export type Counting = {
   readonly extra?: Readonly<Record<string, string>>
 }
 
+// Tagged counters are built once per (base, outcome, extra tags): building one per call
+// rehashes its key in the metric registry on every store operation.
+const counters = new WeakMap<Metric.Metric.Counter<number>, Map<string, Metric.Metric.Counter<number>>>()
+
 const counterFor = (counting: Counting, outcome: string) => {
+  const extra = Object.entries(counting.extra ?? {})
+  const cacheKey = JSON.stringify([outcome, extra])
+  let byKey = counters.get(counting.base)
+  if (byKey === undefined) {
+    byKey = new Map()
+    counters.set(counting.base, byKey)
+  }
+  const cached = byKey.get(cacheKey)
+  if (cached !== undefined) return cached
   let counter = Metric.tagged(counting.base, "outcome", outcome)
-  for (const [key, value] of Object.entries(counting.extra ?? {})) counter = Metric.tagged(counter, key, value)
+  for (const [key, value] of extra) counter = Metric.tagged(counter, key, value)
+  if (byKey.size < 256) byKey.set(cacheKey, counter)
   return counter
 }
 
