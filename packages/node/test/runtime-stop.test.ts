@@ -11,6 +11,7 @@ import * as NodeRuntime from "../src/NodeRuntime.js"
 import { appSet, flows } from "./fixtures/runtimeFlows.js"
 import { bodyLines, startWorker, stopAll, tempDb, waitFor, type Worker } from "./fixtures/runtimeProcesses.js"
 import { launch } from "./fixtures/runtimeSupport.js"
+import { stopOutsideWrite } from "./fixtures/sqliteLock.js"
 
 const workers: Array<Worker> = []
 afterAll(() => stopAll(workers))
@@ -35,7 +36,8 @@ describe("runtime: a stopped owner resumed after a takeover", () => {
     const a = [w1, w2].find((w) => w.child.pid === ownerPid)!
     const b = a === w1 ? w2 : w1
     const peerHost = b === w1 ? "host-a" : "host-b"
-    a.child.kill("SIGSTOP")
+    // Stopped outside a write: a process stopped inside a SQLite transaction would block every writer.
+    await stopOutsideWrite(a.child, db.filename)
     await waitFor("the peer owns the run", async () => {
       const summary = await getRun(runId)
       return summary.ownerId !== undefined && JSON.parse(summary.ownerId).hostId === peerHost ? true : undefined
