@@ -2,7 +2,8 @@
  * node.md check 29 with check 16 at the runtime level [pg]: two `layerPg` worker processes on one
  * fresh schema; SIGTERM to the owner mid-step releases the run (`baton.run.released { reason:
  * "shutdown" }`, the in-flight attempt `interrupted` with its checkpoint) and the other worker
- * resumes that step from the checkpoint and finishes the run, every step's row once.
+ * resumes that step from the checkpoint and finishes the run, every step's row once. With a
+ * single worker the released run waits, accepted and unowned, for the worker's restart.
  */
 import * as ControlRuntime from "@baton/control/ControlRuntime"
 import * as TestDatabase from "@baton/database/TestDatabase"
@@ -74,6 +75,46 @@ describe.skipIf(url === undefined)("runtime on PostgreSQL: SIGTERM of the owner"
       const driven = (await read(Effect.flatMap(Journal.Journal, (j) =>
         j.entries({ runId: runId as never, eventTypes: ["baton.run.driven"], limit: 10 })))).entries
       expect(driven.map((e) => (e.payload as { cause: string }).cause)).toEqual(["released", "released"])
+    } finally {
+      await client.runPromise(Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`)))
+        .catch(() => undefined)
+      await client.dispose()
+    }
+  }, 120_000)
+  it("with a single worker the released run waits, accepted and unowned, for the next start", async () => {
+    const schema = `node_${crypto.randomBytes(12).toString("hex")}`
+    const db = tempDb()
+    const client = ManagedRuntime.make(
+      NodeRuntime.layerPg({ url: url!, schema, mode: "client", hostId: "pg-client", flows, migrations: [appSet] })
+    )
+    try {
+      const read = <A, E>(effect: Effect.Effect<A, E, ManagedRuntime.ManagedRuntime.Context<typeof client>>) =>
+        client.runPromise(effect)
+      const getRun = (runId: string) => read(Effect.flatMap(ControlRuntime.ControlRuntime, (r) => r.getRun(runId)))
+      await read(Effect.void)
+      const env = { BATON_TEST_LOG: db.log, BATON_TEST_WORKER_PG_URL: url!, BATON_TEST_WORKER_PG_SCHEMA: schema }
+      const only = startWorker("unused", "only", env)
+      workers.push(only)
+      await only.ready
+      const runId = await read(launch("runtime-test.steps", { count: 3, stepMs: 3000, chunks: 6 }))
+      await waitFor("the first step's body", async () => (bodyLines(db.log).length > 0 ? true : undefined), 60_000)
+      only.child.kill("SIGTERM")
+      expect(await only.exited).toEqual({ code: 0, signal: null })
+      const released = await getRun(runId)
+      expect(released.status).toBe("accepted")
+      expect(released.ownerId).toBeUndefined()
+      const again = startWorker("unused", "again", env)
+      workers.push(again)
+      const summary = await waitFor("completion", async () => {
+        const s = await getRun(runId)
+        return s.status === "completed" || s.status === "failed" ? s : undefined
+      }, 60_000)
+      expect(summary.status).toBe("completed")
+      const rows = await read(Effect.flatMap(SqlClient.SqlClient, (sql) =>
+        sql<{ step: string }>`SELECT step FROM runtime_test_rows WHERE run_id = ${runId}`))
+      expect(rows.map((r) => r.step).sort()).toEqual(["s0", "s1", "s2"])
+      again.child.kill("SIGTERM")
+      expect(await again.exited).toEqual({ code: 0, signal: null })
     } finally {
       await client.runPromise(Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`)))
         .catch(() => undefined)
