@@ -155,7 +155,13 @@ export const keepAlive = (
             })
             : Effect.succeed(false)
         ),
-        Effect.timeoutTo({ duration: heartbeatInterval, onTimeout: () => false, onSuccess: (ok) => ok }),
+        // The 1 s reconfirm budget runs from the 19 s mark, not from when this step woke up
+        // (a late timer must not push the interruption past 20 s after the last confirmed beat).
+        Effect.timeoutTo({
+          duration: Duration.millis(Math.max(0, lastConfirmed + toleranceMs + Duration.toMillis(heartbeatInterval) - m)),
+          onTimeout: () => false,
+          onSuccess: (ok) => ok
+        }),
         Effect.orElseSucceed(() => false)
       )
       if (confirmed) return false

@@ -54,6 +54,20 @@ describe("Heartbeat.keepAlive", () => {
     )
   })
 
+  it.effect("23: a reconfirm that never answers is given until 20 s after the last confirmed beat, no longer", () =>
+    Effect.gen(function*() {
+      const work = yield* Effect.fork(Effect.never)
+      const loop = yield* Effect.fork(Heartbeat.keepAlive("r", A, work, { heartbeatAtMs: 0 }))
+      yield* TestClock.adjust(19_999)
+      yield* settle
+      expect(yield* isDone(work)).toBe(false)
+      yield* TestClock.adjust(1)
+      yield* settle
+      const exit = yield* Fiber.await(work)
+      expect(Exit.isFailure(exit) && Cause.isInterruptedOnly(exit.cause)).toBe(true)
+      expect(yield* Fiber.join(loop)).toEqual({ _tag: "Lapsed", unconfirmedMs: 20_000 })
+    }).pipe(Effect.provide(RunStore.layerNoop({ heartbeat: () => failing, reconfirm: () => Effect.never }))))
+
   it.effect("23: a confirmed beat at 18 s re-arms the budget to 37 s; onLapse sees the unconfirmed time", () =>
     Effect.gen(function*() {
       let lapsedWith = -1
