@@ -22,6 +22,7 @@ const pgUrl = process.env["BATON_BENCH_PG_URL"] ?? process.env["BATON_TEST_PG_UR
 interface Result {
   readonly count: number
   readonly ms: number
+  readonly cpuMs?: number
 }
 
 const measure = (args: ReadonlyArray<string>): Promise<Result> =>
@@ -78,6 +79,16 @@ if (pgUrl !== undefined) {
     const hb8 = await measure([...target, "heartbeats", "400", "8"])
     row("PostgreSQL heartbeats, 1 connection, 1 run", rate(hb1), "1")
     row("PostgreSQL heartbeats, 8 connections, 8 runs", rate(hb8), `ratio to 1 connection ${(rate(hb8) / rate(hb1)).toFixed(2)}`)
+    // One Node process runs on one core: with 8 connections it can at best spend all of its
+    // time on client work, so the gain over one connection is capped by latency ÷ client CPU.
+    if (hb1.cpuMs !== undefined && hb8.cpuMs !== undefined) {
+      process.stdout.write(
+        `(client CPU per heartbeat: ${(hb1.cpuMs / hb1.count).toFixed(2)} ms with 1 connection, ` +
+          `${(hb8.cpuMs / hb8.count).toFixed(2)} ms with 8; latency per heartbeat with 1 connection ` +
+          `${(hb1.ms / hb1.count).toFixed(2)} ms; one-core ceiling of the 8-connection gain ≈ ` +
+          `${(hb1.ms / hb8.cpuMs * hb8.count / hb1.count).toFixed(2)}×)\n`
+      )
+    }
   } finally {
     execFileSync("psql", [pgUrl, "-qc", `DROP SCHEMA ${schema} CASCADE`], { env: quiet })
   }
