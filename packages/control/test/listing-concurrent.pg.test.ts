@@ -14,10 +14,8 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { isDeepStrictEqual } from "node:util"
 import { completion, spawnFixture } from "../../database/test/support/processes.js"
-import * as ControlRuntime from "../src/ControlRuntime.js"
 import type { RunSummary } from "../src/ControlSchema.js"
-import { isTerminalStatus } from "../src/ControlSchema.js"
-import { launchF } from "./fixtures/runtimeContract.js"
+import { listingBaseline, listingFilters, seedListing, walkPages } from "./fixtures/runtimeListing.js"
 import { line } from "./fixtures/runtimeProcesses.js"
 import type { EngineRow } from "./fixtures/runtimeRows.js"
 import { countRows } from "./fixtures/runtimeRows.js"
@@ -72,21 +70,6 @@ const maxRowSeq = Effect.gen(function*() {
   return Number(rows[0]!.m ?? 0)
 })
 
-type Filter = readonly [ControlRuntime.RunFilters, (s: RunSummary) => boolean]
-
-const filters: ReadonlyArray<Filter> = [
-  [{}, () => true],
-  [{ flowId: "even" }, (s) => s.flowId === "even"],
-  [{ status: "waiting-approval" }, (s) => s.status === "waiting-approval"],
-  [{ status: "accepted" }, (s) => s.status === "accepted"],
-  [{ terminal: true }, (s) => isTerminalStatus(s.status)],
-  [{ terminal: false }, (s) => !isTerminalStatus(s.status)],
-  [{ parentRunId: "p0" }, (s) => s.parentRunId === "p0"],
-  [{ lineageId: "L" }, (s) => s.lineageId === "L"],
-  [{ since: 1000, until: 3000 }, (s) => s.createdAt >= 1000 && s.createdAt < 3000],
-  [{ launchedBy: { id: "local" } }, (s) => s.launchedBy?.id === "local"]
-]
-
 interface Walk {
   readonly filter: number
   readonly order: "oldest" | "newest"
@@ -99,62 +82,28 @@ interface Walk {
 describe.skipIf(url === undefined)("SqlControlRuntime listing on PostgreSQL under another process's inserts", () => {
   it.live("listing 10,000 runs with each filter while another process inserts: no row skipped or repeated", () =>
     Effect.gen(function*() {
-      const rt = yield* ControlRuntime.ControlRuntime
       const sql = yield* SqlClient.SqlClient
       const schema = (yield* sql<{ s: string }>`SELECT current_schema() AS s`)[0]!.s
 
-      // The SQLite twin's 10,000 rows: p0, 9,950 engine rows in 10 bulk writes, 49 control launches.
-      yield* bulkEngineRows([{ runId: "p0", status: "suspended", createdAtMs: 0 }])
-      for (let batch = 0; batch < 10; batch++) {
-        yield* bulkEngineRows(Array.from({ length: 995 }, (_, j) => {
-          const i = batch * 995 + j
-          const status = (["pending", "suspended", "completed", "failed", "cancelled"] as const)[i % 5]!
-          const waits = i % 97 === 0 && status === "suspended"
-          return {
-            runId: `e${i}`,
-            flowName: i % 3 === 0 ? "even" : "odd",
-            status,
-            createdAtMs: i,
-            ...(i % 4 === 0 ? { parentRunId: "p0" } : {}),
-            ...(i % 7 === 0 ? { lineageId: "L", roundOrdinal: i } : {}),
-            ...(waits ? { waitingReason: "approval", waitingToken: `tok-${i}` } : {})
-          }
-        }))
-      }
-      for (let i = 0; i < 49; i++) yield* launchF({ i })
-      expect(yield* countRows("flows_runs")).toBe(10_000)
+      // The SQLite twin's 10,000 rows, the engine rows in 10 bulk writes.
+      yield* seedListing(bulkEngineRows)
       // The bulk seed kept the run store's bookkeeping: counter and one revision per row.
       const [counter] = yield* sql<{ n: number }>`SELECT last_row_seq AS n FROM flows_run_counter`
       expect(Number(counter!.n)).toBe(10_000)
       expect(yield* countRows("flows_run_changes")).toBe(10_000)
 
-      const walk = (index: number, order: "oldest" | "newest", between: Effect.Effect<void, never, SqlClient.SqlClient>) =>
+      const walk = <E = never, R = never>(index: number, order: "oldest" | "newest", between?: Effect.Effect<void, E, R>) =>
         Effect.gen(function*() {
-          const [filter, check] = filters[index]!
           const startBound = yield* maxRowSeq
-          const items: Array<RunSummary> = []
-          let cursor: ControlRuntime.RunCursor | undefined
-          for (;;) {
-            const page = yield* rt.queryRuns({ filters: filter, order, limit: 500, ...(cursor === undefined ? {} : { cursor }) })
-            for (const item of page.items) {
-              if (!check(item)) throw new Error(`${JSON.stringify(filter)} (${order}) returned ${JSON.stringify(item)}`)
-              items.push(item)
-            }
-            if (page.nextCursor === undefined) return { filter: index, order, startBound, ids: items.map((s) => s.runId), items } satisfies Walk
-            cursor = page.nextCursor
-            yield* between
-          }
+          const items = yield* walkPages(listingFilters[index]!, order, between)
+          return { filter: index, order, startBound, ids: items.map((s) => s.runId), items } satisfies Walk
         })
 
-      // Rows per filter at the start come from the unfiltered projection, so SQL filters must agree with it.
-      const startWalk = yield* walk(0, "oldest", Effect.void)
-      const start = startWalk.ids
-      expect(start).toHaveLength(10_000)
-      const initial = new Set(start)
+      // Rows per filter at the start come from the unfiltered projection (see listingBaseline).
+      const startWalk = yield* walk(0, "oldest")
+      const baseline = listingBaseline(startWalk.items)
+      const initial = new Set(startWalk.ids)
       const startSummaries = new Map(startWalk.items.map((s) => [s.runId, s]))
-      const baseline = filters.map(([, check]) => start.filter((id) => check(startSummaries.get(id)!)))
-      for (const ids of baseline) expect(ids.length).toBeGreaterThan(0)
-      expect(baseline[4]!.length + baseline[5]!.length).toBe(10_000)
 
       const dir = fs.mkdtempSync(path.join(os.tmpdir(), "control-listing-pg-"))
       const stopFile = path.join(dir, "stop")
@@ -188,7 +137,7 @@ describe.skipIf(url === undefined)("SqlControlRuntime listing on PostgreSQL unde
       }).pipe(Effect.orDie)
 
       const walks: Array<Walk> = []
-      for (const [i] of filters.entries()) {
+      for (const [i] of listingFilters.entries()) {
         for (const order of ["oldest", "newest"] as const) walks.push(yield* walk(i, order, afterAnInsert))
       }
 
@@ -201,7 +150,7 @@ describe.skipIf(url === undefined)("SqlControlRuntime listing on PostgreSQL unde
       expect(yield* countRows("flows_runs")).toBe(10_000 + inserted.size)
 
       // The final state (no writer left): every run's summary and commit-ordered key.
-      const final = yield* walk(0, "oldest", Effect.void)
+      const final = yield* walk(0, "oldest")
       expect(final.ids).toHaveLength(10_000 + inserted.size)
       expect(new Set(final.ids)).toEqual(new Set([...initial, ...inserted]))
       const finalSummaries = new Map(final.items.map((s) => [s.runId, s]))
@@ -213,7 +162,7 @@ describe.skipIf(url === undefined)("SqlControlRuntime listing on PostgreSQL unde
 
       let insertedSeen = 0
       for (const w of walks) {
-        const [filter, check] = filters[w.filter]!
+        const [filter, check] = listingFilters[w.filter]!
         const label = `${JSON.stringify(filter)} ${w.order}`
         expect(new Set(w.ids).size, `${label}: repeated rows`).toBe(w.ids.length)
         const present = new Set(w.ids)
