@@ -16,11 +16,13 @@ import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Console from "effect/Console"
 import * as Data from "effect/Data"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
+import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Doctor from "./internal/cliDoctor.js"
-import { CliFailure, fromError, render, renderJson } from "./internal/cliFailure.js"
+import { CliFailure, fromError, locked, render, renderJson } from "./internal/cliFailure.js"
 import * as Parse from "./internal/cliParse.js"
 import * as Session from "./internal/cliSession.js"
 import * as Verbs from "./internal/cliVerbs.js"
@@ -54,6 +56,9 @@ type GlobalValues = {
 }
 
 const u = <A>(o: Option.Option<A>): A | undefined => Option.getOrUndefined(o)
+
+const lockedFailure = (globals: Session.Globals): CliFailure =>
+  locked({ location: Session.location(globals), lockWaitMs: globals.lockWaitMs })
 
 const tty = (): boolean => process.stdout.isTTY === true && (process.env["NO_COLOR"] ?? "") === ""
 
@@ -108,10 +113,17 @@ const verb = (
       const checked = access === "read" && options.onEmpty !== undefined
         ? Effect.zipRight(Session.requireCurrentSchema(globals), body(ctx))
         : body(ctx)
-      const provided = checked.pipe(Effect.provide(Session.layer(globals, access, catalog))) as Effect.Effect<
-        void | number,
-        unknown
-      >
+      // Opening waits on a held lock on the database package's fixed open ladder (about 18 s read-only);
+      // --lock-wait bounds that wait for every verb, like it bounds write retries.
+      const provided = Effect.scoped(
+        Layer.build(Session.layer(globals, access, catalog)).pipe(
+          Effect.timeoutFail({
+            duration: Duration.millis(globals.lockWaitMs),
+            onTimeout: () => lockedFailure(globals)
+          }),
+          Effect.flatMap((context) => Effect.provide(checked, context))
+        )
+      ) as Effect.Effect<void | number, unknown>
       return yield* provided
     })
     const exit = yield* Effect.exit(

@@ -56,7 +56,8 @@ const messageOf = (error: unknown): string => {
   return String(error)
 }
 
-const locked = (target: Target): CliFailure =>
+/** A lock still held after `--lock-wait` (at open time or on a write): exit 5 with a hint. */
+export const locked = (target: Target): CliFailure =>
   new CliFailure({
     exitCode: 5,
     code: "locked",
@@ -104,6 +105,10 @@ export const fromError = (error: unknown, target: Target): CliFailure => {
   const code = text(field(error, "code"))
   if (tag === "@baton/database/DatabaseOpenError" && field(error, "reason") === "wrong_dialect") {
     return wrongDialect(text(field(error, "target")) ?? "", messageOf(error))
+  }
+  if (tag === "@baton/database/DatabaseOpenError" && field(error, "reason") === "locked") {
+    // The open ladder gave up before --lock-wait ran out; the user's lever is the same.
+    return locked(target)
   }
   if (tag === "@baton/database/DatabaseOpenError") {
     return new CliFailure({ exitCode: 5, code: text(field(error, "reason")) ?? "open_failed", message: messageOf(error) })
