@@ -4,6 +4,14 @@
  */
 import { main } from "../packages/node/src/example/coordinator.js"
 
+// `pnpm start | head`: a reader that went away must not end the job with an EPIPE trace; the run goes on
+// and later lines are dropped.
+for (const stream of [process.stdout, process.stderr]) {
+  stream.on("error", (error: NodeJS.ErrnoException) => {
+    if (error.code !== "EPIPE") throw error
+  })
+}
+
 main(process.argv.slice(2)).then(
   (code) => process.exit(code),
   (error: unknown) => {

@@ -13,7 +13,12 @@ import { fileURLToPath } from "node:url"
 import * as NodeRuntime from "../NodeRuntime.js"
 import * as IndexDir from "./IndexDir.js"
 
-const line = (kind: string, value: unknown) => Effect.sync(() => process.stdout.write(`${kind} ${JSON.stringify(value)}\n`))
+// Once the coordinator is gone its pipe is closed: the worker keeps serving (and releases the run on
+// SIGTERM) but stops writing lines nobody reads.
+const line = (kind: string, value: unknown) =>
+  Effect.sync(() => {
+    if (process.stdout.writable) process.stdout.write(`${kind} ${JSON.stringify(value)}\n`)
+  })
 
 /**
  * The worker's program on a host-mode runtime serving `index-dir`: `ready <json>` after the first sweep,
@@ -40,6 +45,13 @@ if (script !== undefined && fs.realpathSync(script) === fileURLToPath(import.met
   if (filename === undefined) {
     process.stderr.write("usage: worker.ts <database file> <label>\n")
     process.exit(2)
+  }
+
+  // A closed pipe (the coordinator exited) must not crash the worker with an EPIPE trace.
+  for (const stream of [process.stdout, process.stderr]) {
+    stream.on("error", (error: NodeJS.ErrnoException) => {
+      if (error.code !== "EPIPE") throw error
+    })
   }
 
   // Spawned by the coordinator: if it dies, our stdin closes and we shut down gracefully (releasing the run).
