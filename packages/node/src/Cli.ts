@@ -77,6 +77,8 @@ const verb = (
     readonly ids?: ReadonlyArray<readonly [argument: string, value: string]>
     /** Any other argument check that throws a usage `CliFailure`, run with `ids`. */
     readonly check?: () => unknown
+    /** Argument checks that need the catalog or read input; run before the database is looked at. */
+    readonly before?: (catalog: Session.Catalog | undefined) => Effect.Effect<unknown, unknown>
   } = {}
 ): Effect.Effect<void, CliExit> =>
   Effect.gen(function*() {
@@ -103,8 +105,11 @@ const verb = (
         },
         catch: (e) => e
       })
-      const state = yield* Effect.try({ try: () => Session.preflight(globals, access), catch: (e) => e })
+      // Arguments (and the catalog they name) are checked before the database: a bad argument is usage
+      // (2) even when the file is missing (5).
       const catalog = yield* Session.loadCatalog(globals)
+      if (options.before !== undefined) yield* options.before(catalog)
+      const state = yield* Effect.try({ try: () => Session.preflight(globals, access), catch: (e) => e })
       const ctx: Verbs.VerbContext = { globals, catalog, tty: tty() }
       if (state === "empty") {
         if (options.onEmpty === undefined) return undefined
@@ -232,11 +237,16 @@ const planCommand = Command.make("plan", {
   input: Options.text("input").pipe(Options.withDescription("the flow's input as JSON"), Options.optional),
   inputFile: Options.text("input-file").pipe(Options.withDescription("read the input JSON from a file, or - for stdin"), Options.optional),
   key: Options.text("key").pipe(Options.optional)
-}, (o) =>
-  verb(o, "write", (ctx) =>
-    Verbs.readInput(u(o.input), u(o.inputFile)).pipe(
-      Effect.flatMap((input) => Verbs.plan(ctx, o.flow, input, u(o.key)))
-    ))).pipe(Command.withDescription("plan a run of a flow; prints the card to approve"))
+}, (o) => {
+  let input: unknown = {}
+  return verb(o, "write", (ctx) => Verbs.plan(ctx, o.flow, input, u(o.key)), {
+    before: (catalog) =>
+      Verbs.requireFlow(catalog, o.flow).pipe(
+        Effect.zipRight(Verbs.readInput(u(o.input), u(o.inputFile))),
+        Effect.map((read) => void (input = read))
+      )
+  })
+}).pipe(Command.withDescription("plan a run of a flow; prints the card to approve"))
 
 const decideOptions = {
   ...globalOptions,
@@ -283,7 +293,11 @@ const signalCommand = Command.make("signal", {
   name: Args.text({ name: "name" }),
   payload: Args.text({ name: "json" }).pipe(Args.optional),
   key: Options.text("key").pipe(Options.optional)
-}, (o) => verb(o, "write", (ctx) => Verbs.signal(ctx, o.runId, o.name, u(o.payload), u(o.key)), { ids: [["runId", o.runId]] }))
+}, (o) =>
+  verb(o, "write", (ctx) => Verbs.signal(ctx, o.runId, o.name, u(o.payload), u(o.key)), {
+    ids: [["runId", o.runId]],
+    check: () => Option.map(o.payload, (text) => Parse.json("signal payload", text))
+  }))
   .pipe(Command.withDescription("send a signal to a run's wait"))
 
 const journalCommand = Command.make("journal", {

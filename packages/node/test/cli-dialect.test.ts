@@ -13,7 +13,7 @@ describe("cli wrong-dialect hints", () => {
     const file = path.join(dir, "x.db")
     for (const verb of [["runs"], ["run", "run-1"], ["cancel", "run-1"]]) {
       const result = await baton(...verb, "--pg", file)
-      expect(result.code).toBe(5)
+      expect(result.code).toBe(2)
       expect(result.stderr).toBe(
         "baton: --pg needs a postgres:// or postgresql:// URL, got a file path\nhint: for a SQLite database file, use --db <file>\n"
       )
@@ -24,9 +24,9 @@ describe("cli wrong-dialect hints", () => {
 
   it("--pg with another scheme names the scheme and hints --db", async () => {
     const result = await baton("runs", "--pg", "mysql://u@h/d", "--json")
-    expect(result.code).toBe(5)
+    expect(result.code).toBe(2)
     expect(JSON.parse(result.stdout)).toEqual({
-      error: { code: "wrong_dialect", message: "--pg needs a postgres:// or postgresql:// URL, got a mysql:// URL", exitCode: 5 }
+      error: { code: "wrong_dialect", message: "--pg needs a postgres:// or postgresql:// URL, got a mysql:// URL", exitCode: 2 }
     })
   })
 
@@ -34,7 +34,7 @@ describe("cli wrong-dialect hints", () => {
     const dir = tempDir()
     const before = fs.readdirSync(process.cwd())
     const result = await baton("runs", "--db", "postgres://u:secret@127.0.0.1:1/d")
-    expect(result.code).toBe(5)
+    expect(result.code).toBe(2)
     expect(result.stderr).toBe(
       "baton: --db takes a SQLite database file, but postgres://u:***@127.0.0.1:1/d is a PostgreSQL URL\nhint: pass the URL with --pg <url>\n"
     )

@@ -495,5 +495,6 @@ export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
   }
   const failure = fromError(error, { location: filename, lockWaitMs: 5_000 })
   process.stderr.write(`${render(failure).replace(/^baton: /, "start: ")}\n`)
-  return failure.exitCode === 5 ? 5 : 1
+  // Not found (`--resume run-999`) and database unavailable keep the CLI's codes (node.md 6.3).
+  return failure.exitCode === 3 || failure.exitCode === 5 ? failure.exitCode : 1
 }

@@ -81,21 +81,49 @@ const postgresScheme = /^postgres(?:ql)?:\/\//i
  * anything else means `--pg` got a file path or another scheme.
  */
 export const wrongDialect = (target: string, libraryMessage: string): CliFailure => {
+  // A database address given to the wrong flag is a usage error (node.md 6.3: bad argument values are 2).
   if (postgresScheme.test(target)) {
     return new CliFailure({
-      exitCode: 5,
+      exitCode: 2,
       code: "wrong_dialect",
       message: `--db takes a SQLite database file, but ${target} is a PostgreSQL URL`,
       hint: "pass the URL with --pg <url>"
     })
   }
-  const got = /, got (a .*?)(?: \(use [^)]*\))?$/.exec(libraryMessage)?.[1] ?? "something else"
+  const got = /, got (.+?)(?: \(use [^)]*\))?$/.exec(libraryMessage)?.[1] ?? "something else"
   return new CliFailure({
-    exitCode: 5,
+    exitCode: 2,
     code: "wrong_dialect",
     message: `--pg needs a postgres:// or postgresql:// URL, got ${got}`,
     hint: "for a SQLite database file, use --db <file>"
   })
+}
+
+/**
+ * Checks a `--pg` (or `BATON_PG_URL`) value before anything is opened: a postgres:// or postgresql:// URL
+ * that parses; anything else is usage (exit 2) naming --pg.
+ */
+export const checkPgUrl = (value: string): void => {
+  const scheme = /^([a-z][a-z0-9+.-]*):\/\//i.exec(value)?.[1]
+  if (scheme !== undefined && postgresScheme.test(value)) {
+    try {
+      new URL(value)
+      return
+    } catch {
+      throw new CliFailure({
+        exitCode: 2,
+        code: "usage",
+        message: `--pg is not a valid PostgreSQL URL: it does not parse as a URL`,
+        hint: "pass --pg postgres://user@host:5432/database"
+      })
+    }
+  }
+  const got = scheme !== undefined
+    ? `a ${scheme.toLowerCase()}:// URL`
+    : /[/\\]|\.(db|sqlite3?)$/i.test(value)
+    ? "a file path"
+    : `"${value}"`
+  throw wrongDialect("", `, got ${got}`)
 }
 
 /** Maps any error a verb can meet to the failure the CLI prints (node.md 6.3). */

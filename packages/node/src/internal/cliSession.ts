@@ -14,7 +14,7 @@ import * as nodePath from "node:path"
 import { pathToFileURL } from "node:url"
 import type * as Flow from "../Flow.js"
 import * as NodeRuntime from "../NodeRuntime.js"
-import { CliFailure, wrongDialect } from "./cliFailure.js"
+import { checkPgUrl, CliFailure, wrongDialect } from "./cliFailure.js"
 import * as Parse from "./cliParse.js"
 
 /** Options every verb accepts, already resolved against the environment. */
@@ -45,6 +45,7 @@ export const resolveGlobals = (raw: RawGlobals, env: NodeJS.ProcessEnv = process
     throw new CliFailure({ exitCode: 2, code: "usage", message: "--db and --pg are mutually exclusive; pass one database" })
   }
   const pg = raw.pg ?? (raw.db === undefined ? nonEmpty(env["BATON_PG_URL"]) : undefined)
+  if (pg !== undefined) checkPgUrl(pg)
   const db = pg === undefined ? raw.db ?? nonEmpty(env["BATON_DB"]) ?? "./baton.db" : undefined
   return {
     json: raw.json,

@@ -277,24 +277,31 @@ export const plans = (
   })
 
 /** `baton plan <flow>`. */
-export const plan = (ctx: VerbContext, flowId: string, input: unknown, key: string | undefined) =>
-  Effect.gen(function*() {
-    const flows = ctx.catalog?.flows
-    if (flows === undefined || flows.length === 0) {
-      return yield* new CliFailure({
+/** `plan` needs the flow in the loaded catalog (node.md 6.1, 6.3): otherwise usage, exit 2. */
+export const requireFlow = (catalog: Catalog | undefined, flowId: string): Effect.Effect<void, CliFailure> => {
+  const flows = catalog?.flows
+  if (flows === undefined || flows.length === 0) {
+    return Effect.fail(
+      new CliFailure({
         exitCode: 2,
         code: "flow_not_found",
         message: "no flow catalog loaded: pass --config <module> or add baton.config.mjs"
       })
-    }
-    const known = flows.map((f) => f.id)
-    if (!known.includes(flowId)) {
-      return yield* new CliFailure({
-        exitCode: 2,
-        code: "flow_not_found",
-        message: `flow "${flowId}" is not registered here (known: ${known.join(", ")})`
-      })
-    }
+    )
+  }
+  const known = flows.map((f) => f.id)
+  return known.includes(flowId) ? Effect.void : Effect.fail(
+    new CliFailure({
+      exitCode: 2,
+      code: "flow_not_found",
+      message: `flow "${flowId}" is not registered here (known: ${known.join(", ")})`
+    })
+  )
+}
+
+export const plan = (ctx: VerbContext, flowId: string, input: unknown, key: string | undefined) =>
+  Effect.gen(function*() {
+    yield* requireFlow(ctx.catalog, flowId)
     const control = yield* Control.Control
     const card = yield* control.plan({ flowId, input, ...(key === undefined ? {} : { idempotencyKey: key }) }).pipe(
       Effect.catchIf(
