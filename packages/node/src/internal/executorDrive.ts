@@ -12,8 +12,8 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import { Cause, Effect, Exit, Fiber, Layer, Option, Schema } from "effect"
 import type * as Flow from "../Flow.js"
 import { Run } from "../Run.js"
-import { isJson } from "./executorJson.js"
-import { durable, isFenceLoss, nodeSource } from "./executorJournal.js"
+import { jsonIssue } from "./executorJson.js"
+import { durable, flushLossy, isFenceLoss, nodeSource } from "./executorJournal.js"
 import { StepMisuse } from "./executorMisuse.js"
 import { type DriveState, markEnd, register } from "./executorState.js"
 import { errorRecord, isLost, recordReserved } from "./executorStep.js"
@@ -62,10 +62,11 @@ const countEntries = (journal: Journal.Service, runId: string, eventType: string
  */
 export const release = (
   env: DriveEnv,
-  state: { readonly run: RunService; readonly fence: string },
+  state: DriveState | { readonly run: RunService; readonly fence: string },
   reason: "shutdown" | "lease-lapsed" | "storage-failed"
 ): Effect.Effect<boolean> =>
-  env.journal.transact(
+  // After storage trouble a flush would only wait on the same failing writer.
+  ("services" in state && reason !== "storage-failed" ? flushLossy(state) : Effect.void).pipe(Effect.zipRight(env.journal.transact(
     Effect.gen(function*() {
       yield* env.journal.emitDurable(
         {
@@ -79,7 +80,7 @@ export const release = (
       yield* env.runtime.releasePending(state.run.runId, state.fence)
     }),
     { key: state.run.runId }
-  ).pipe(
+  ))).pipe(
     Effect.as(true),
     Effect.catchAllCause((cause) =>
       Effect.logWarning("could not release a run").pipe(
@@ -95,13 +96,13 @@ const settle = (
   status: "completed" | "failed",
   body: Effect.Effect<void, unknown>
 ): Effect.Effect<void> =>
-  env.journal.transact(
+  flushLossy(state).pipe(Effect.zipRight(env.journal.transact(
     Effect.gen(function*() {
       yield* body
       yield* env.runtime.writeStatus(state.run.runId, state.fence, status)
     }),
     { key: state.run.runId }
-  ).pipe(
+  ))).pipe(
     Effect.catchAllCause((cause) => {
       const failure = Cause.failureOption(cause)
       if (Option.isSome(failure) && (isLost(failure.value) || isFenceLoss(failure.value))) {
@@ -139,11 +140,17 @@ const settleSuccess = (env: DriveEnv, state: DriveState, flow: Flow.Any, value: 
       : yield* Effect.either(Schema.encode(flow.output)(value))
     const json = encoded._tag === "Right" ? encoded.right : undefined
     // A handler returning nothing completes with no value (the `$result` outcome is `{}`).
-    const invalid = encoded._tag === "Left" || (json !== undefined && !isJson(json))
-    const text = invalid ? undefined : json === undefined ? "" : JSON.stringify(json)
+    const issue = encoded._tag === "Left"
+      ? `result: does not encode with the flow's output schema (${encoded.left.message.slice(0, 500)})`
+      : json === undefined
+      ? undefined
+      : jsonIssue(json, "result")
+    const text = issue !== undefined ? undefined : json === undefined ? "" : JSON.stringify(json)
     if (text === undefined || text.length > maxResultBytes) {
       markEnd(state, "failed")
-      const message = text === undefined ? "the run's result is not JSON" : "the run's result exceeds 1 MiB"
+      const message = text === undefined
+        ? `the run's result is not JSON: ${issue}`
+        : "the run's result exceeds 1 MiB"
       return yield* settleFailure(env, state, { tag: "ResultInvalid", message })
     }
     markEnd(state, "completed")
@@ -153,10 +160,20 @@ const settleSuccess = (env: DriveEnv, state: DriveState, flow: Flow.Any, value: 
       "completed",
       Effect.gen(function*() {
         yield* recordReserved(state, "$result", "completed", { outcome: json === undefined ? {} : { value: json } })
-        yield* durable(state, "baton.run.completed", { steps: state.stepsCompleted, resultBytes: text.length })
+        yield* durable(state, "baton.run.completed", { steps: completedSteps(state), resultBytes: text.length })
       })
     )
   })
+
+/** The run's completed steps over all its drives (reserved `$…` attempts are not steps). */
+const completedSteps = (state: DriveState): number => {
+  let steps = 0
+  for (const attempt of state.latest.values()) {
+    const name = (attempt.meta as { name?: unknown } | undefined)?.name
+    if (attempt.state === "completed" && !(typeof name === "string" && name.startsWith("$"))) steps++
+  }
+  return steps
+}
 
 const Either_right = (value: unknown) => ({ _tag: "Right" as const, right: value })
 
@@ -226,7 +243,9 @@ export const drive = (
       takeovers,
       skippedSteps: 0,
       resumedFromCheckpoint: 0,
-      stepsCompleted: 0
+      stepsCompleted: 0,
+      lossyQueued: 0,
+      lossyFlushed: 0
     }
     register(state)
     control.state = state

@@ -40,4 +40,39 @@ export const durable = (state: DriveState, eventType: string, payload: unknown) 
 export const lossy = (state: DriveState, eventType: string, payload: unknown): Effect.Effect<void> =>
   state.services.journal.emitLossy(
     { runId: state.run.runId, sourceId: nodeSource, eventType, payload } as JournalEvent.Input
-  ).pipe(Effect.asVoid, Effect.catchAll(() => Effect.void))
+  ).pipe(
+    Effect.tap((receipt) =>
+      Effect.sync(() => {
+        // Counted once queued, so a later flush knows it has something to wait for.
+        if (receipt._tag === "Accepted" || (receipt._tag === "Duplicate" && receipt.status === "pending")) {
+          state.lossyQueued++
+        }
+      })
+    ),
+    Effect.asVoid,
+    Effect.catchAll(() => Effect.void)
+  )
+
+/**
+ * Commit this drive's queued lossy entries before a durable one, so `seq` follows what happened
+ * (a step's `started` and `checkpoint` before its `completed`). The journal assigns lossy seqs only
+ * when its writer commits, so without this a durable entry written meanwhile lands first. Call it
+ * OUTSIDE any write transaction (journal.md 5.5: the writer needs the lock). No-op (no
+ * transaction) when nothing this drive queued is pending; a failed flush is logged and ignored,
+ * as the lossy channel's losses are.
+ */
+export const flushLossy = (state: DriveState): Effect.Effect<void> =>
+  Effect.suspend(() => {
+    const upTo = state.lossyQueued
+    if (upTo <= state.lossyFlushed) return Effect.void
+    return state.services.journal.flush.pipe(
+      Effect.catchAll((error) =>
+        Effect.logDebug("lossy journal entries lost before a durable one").pipe(
+          Effect.annotateLogs({ runId: state.run.runId, code: codeOf(error) ?? "unknown" })
+        )
+      ),
+      Effect.zipRight(Effect.sync(() => {
+        if (upTo > state.lossyFlushed) state.lossyFlushed = upTo
+      }))
+    )
+  })

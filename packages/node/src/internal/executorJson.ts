@@ -1,15 +1,64 @@
 /** Plain-JSON test shared by flows, steps and results. */
 
 /** Whether `value` is plain JSON: null, boolean, finite number, string, arrays, plain objects. */
-export const isJson = (value: unknown, depth = 0): boolean => {
-  if (depth > 128) return false
-  if (value === null || typeof value === "boolean" || typeof value === "string") return true
-  if (typeof value === "number") return Number.isFinite(value)
-  if (Array.isArray(value)) return value.every((item) => isJson(item, depth + 1))
-  if (typeof value === "object") {
-    const proto = Object.getPrototypeOf(value)
-    if (proto !== Object.prototype && proto !== null) return false
-    return Object.values(value).every((item) => isJson(item, depth + 1))
+export const isJson = (value: unknown, depth = 0): boolean => jsonIssue(value, "value", depth) === undefined
+
+const member = (path: string, key: string | number): string =>
+  typeof key === "number" ? `${path}[${key}]` : /^[A-Za-z_$][\w$]*$/.test(key) ? `${path}.${key}` : `${path}[${JSON.stringify(key)}]`
+
+const kindOf = (value: unknown): string => {
+  switch (typeof value) {
+    case "undefined":
+      return "undefined"
+    case "number":
+      return String(value)
+    case "bigint":
+      return "a bigint"
+    case "function":
+      return "a function"
+    case "symbol":
+      return "a symbol"
+    default:
+      return `a ${(Object.getPrototypeOf(value) as { constructor?: { name?: string } } | null)?.constructor?.name ?? "non-plain"} object`
   }
-  return false
+}
+
+/**
+ * The first reason `value` is not plain JSON, naming its path under `root`
+ * (`result.w: undefined is not JSON`), or `undefined` when it is JSON. The path is rendered
+ * only on failure, so the check costs no string building on the success path.
+ */
+export const jsonIssue = (value: unknown, root: string, depth = 0): string | undefined => {
+  const path: Array<string | number> = []
+  const render = () => path.reduce<string>((text, key) => member(text, key), root)
+  const visit = (current: unknown, level: number): string | undefined => {
+    if (level > 128) return `${render()}: nested deeper than 128`
+    if (current === null || typeof current === "boolean" || typeof current === "string") return undefined
+    if (typeof current === "number") {
+      return Number.isFinite(current) ? undefined : `${render()}: ${kindOf(current)} is not JSON`
+    }
+    if (Array.isArray(current)) {
+      for (let index = 0; index < current.length; index++) {
+        path.push(index)
+        const issue = visit(current[index], level + 1)
+        path.pop()
+        if (issue !== undefined) return issue
+      }
+      return undefined
+    }
+    if (typeof current === "object") {
+      const proto = Object.getPrototypeOf(current)
+      if (proto !== Object.prototype && proto !== null) return `${render()}: ${kindOf(current)} is not JSON`
+      for (const key in current) {
+        if (!Object.prototype.hasOwnProperty.call(current, key)) continue
+        path.push(key)
+        const issue = visit((current as Record<string, unknown>)[key], level + 1)
+        path.pop()
+        if (issue !== undefined) return issue
+      }
+      return undefined
+    }
+    return `${render()}: ${kindOf(current)} is not JSON`
+  }
+  return visit(value, depth)
 }

@@ -39,6 +39,9 @@ export interface DriveState {
   skippedSteps: number
   resumedFromCheckpoint: number
   stepsCompleted: number
+  /** Lossy entries this drive queued, and how many of them a finished `flush` covered. */
+  lossyQueued: number
+  lossyFlushed: number
 }
 
 const states = new WeakMap<RunService, DriveState>()

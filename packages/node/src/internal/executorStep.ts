@@ -3,8 +3,8 @@ import type * as AttemptStore from "@baton/run-store/AttemptStore"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Cause, Clock, Context, Duration, Effect, Exit, Fiber, Option, Schema } from "effect"
 import * as crypto from "node:crypto"
-import { isJson } from "./executorJson.js"
-import { durable, failJournal, lossy } from "./executorJournal.js"
+import { isJson, jsonIssue } from "./executorJson.js"
+import { durable, failJournal, flushLossy, lossy } from "./executorJournal.js"
 import { StepMisuse } from "./executorMisuse.js"
 import { type DriveState, endDrive } from "./executorState.js"
 import type { Json } from "./executorTypes.js"
@@ -163,14 +163,16 @@ const complete = <A, AE>(
       : yield* Schema.encode(options.result)(value).pipe(
         Effect.catchAll(() => misuse("result_not_json", name, `the result of step ${name} does not encode with its schema`))
       )
-    if (encoded !== undefined && !isJson(encoded)) {
-      return yield* misuse("result_not_json", name, `the result of step ${name} is not JSON`)
+    const issue = encoded === undefined ? undefined : jsonIssue(encoded, "result")
+    if (issue !== undefined) {
+      return yield* misuse("result_not_json", name, `the result of step ${name} is not JSON (${issue})`)
     }
     let detail: Json | undefined = options?.summarize === undefined ? undefined : options.summarize(value)
     if (detail !== undefined && (!isJson(detail) || JSON.stringify(detail).length > 1024)) detail = undefined
     const now = yield* Clock.currentTimeMillis
     const durationMs = Number((((yield* Clock.currentTimeNanos) - startedNanos) / 1_000_000n))
     const { attempts, journal, sql } = state.services
+    yield* flushLossy(state)
     yield* journal.transact(
       Effect.gen(function*() {
         const finished = yield* attempts.finish(
@@ -249,6 +251,7 @@ const recordFailure = (
     const error = errorRecord(cause)
     const now = yield* Clock.currentTimeMillis
     const { attempts, journal } = state.services
+    yield* flushLossy(state)
     yield* journal.transact(
       Effect.gen(function*() {
         const finished = yield* attempts.finish(
@@ -382,6 +385,7 @@ const abandon = (
   Effect.gen(function*() {
     const now = yield* Clock.currentTimeMillis
     const { attempts, journal } = state.services
+    yield* flushLossy(state)
     yield* journal.transact(
       Effect.gen(function*() {
         const finished = yield* attempts.finish(
@@ -409,7 +413,10 @@ const abandon = (
 /** `Step.checkpoint` over the drive state. */
 export const checkpoint = (state: DriveState, step: Context.Tag.Service<StepContext>, value: Json): Effect.Effect<void> =>
   Effect.gen(function*() {
-    if (!isJson(value)) return yield* misuse("result_not_json", step.name, `a checkpoint of step ${step.name} is not JSON`)
+    const issue = jsonIssue(value, "checkpoint")
+    if (issue !== undefined) {
+      return yield* misuse("result_not_json", step.name, `a checkpoint of step ${step.name} is not JSON (${issue})`)
+    }
     const now = yield* Clock.currentTimeMillis
     const result = yield* state.services.attempts.heartbeat(
       state.run.runId,

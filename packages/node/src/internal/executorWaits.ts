@@ -4,7 +4,7 @@ import * as ControlRuntime from "@baton/control/ControlRuntime"
 import type * as ControlSchema from "@baton/control/ControlSchema"
 import { Effect, Schema } from "effect"
 import * as crypto from "node:crypto"
-import { durable, failJournal } from "./executorJournal.js"
+import { durable, failJournal, flushLossy } from "./executorJournal.js"
 import { checkName, isLost, recordReserved, stepDigest } from "./executorStep.js"
 import { type DriveState, endDrive } from "./executorState.js"
 import type { Json } from "./executorTypes.js"
@@ -25,7 +25,7 @@ export const park = (
   token: string,
   request: Json | undefined
 ): Effect.Effect<never> =>
-  state.services.journal.transact(
+  flushLossy(state).pipe(Effect.zipRight(state.services.journal.transact(
     Effect.gen(function*() {
       yield* durable(state, "baton.run.parked", { reason, name })
       yield* state.services.runtime.park(state.run.runId, state.fence, {
@@ -35,7 +35,7 @@ export const park = (
       })
     }),
     { key: state.run.runId }
-  ).pipe(
+  ))).pipe(
     Effect.catchAll((error) => failJournal(state, error)),
     Effect.zipRight(endDrive(state, "parked"))
   )
