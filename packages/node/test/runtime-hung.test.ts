@@ -1,7 +1,8 @@
 /**
  * node.md check 28 (hung owners, 3.2): a same-host owner that is SIGSTOPped keeps its run from a
  * default host however old its lease, and from a host with `takeOverHungOwnersAfter: "60 seconds"`
- * until the lease is 60 s old by that host's clock; then that host takes it over as a dead owner's.
+ * until the lease is 60 s old by that host's clock; then that host takes it over, journaled with
+ * `lease-expired` evidence (the pid is alive, so `same-host-pid-dead` would be false).
  * The hosts run in this process with wall clocks set ahead (timers stay live), so the lease ages
  * without a real 60 s wait; on SQLite a host's own Clock is also the run store's reference.
  */
@@ -89,7 +90,8 @@ describe("hung same-host owner", () => {
           evidence: string
           leaseAgeMs: number
         }
-        expect(takeover).toMatchObject({ from: { pid }, evidence: "same-host-pid-dead" })
+        // The pid is alive (stopped): the takeover rests on the lease's age, not on a dead pid.
+        expect(takeover).toMatchObject({ from: { pid }, evidence: "lease-expired" })
         expect(takeover.leaseAgeMs).toBeGreaterThanOrEqual(60_000)
         expect(facts.filter((f) => f.eventType === "flows.consensus.stolen").map((f) => (f.payload as { owner: { pid: number } }).owner.pid))
           .toEqual([self.pid])

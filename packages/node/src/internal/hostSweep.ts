@@ -7,6 +7,7 @@ import type * as OwnerId from "@baton/journal/OwnerId"
 import * as Ownership from "@baton/run-store/Ownership"
 import { Cause, Clock, Duration, Effect } from "effect"
 import * as HostIdentity from "../HostIdentity.js"
+import type * as ProcessLiveness from "../ProcessLiveness.js"
 import { nodeSource } from "./executorJournal.js"
 import { markEnd } from "./executorState.js"
 import type { HostCore } from "./hostCore.js"
@@ -169,6 +170,35 @@ const ownLease = (core: HostCore, owner: OwnerId.OwnerId) =>
   owner.hostId === core.identity.hostId && owner.pid === core.identity.pid &&
   HostIdentity.isOwnNonce(core.identity, owner.nonce)
 
+/** Probe answers that mean the owner's process is gone (node.md 3.2 rules 2, 4, 5 and 7–8's reuse). */
+const deadReasons: ReadonlySet<ProcessLiveness.Reason> = new Set([
+  "previous-incarnation",
+  "pid-gone",
+  "pid-zombie",
+  "pid-reused"
+])
+
+/**
+ * The evidence kind a takeover rests on, for `baton.run.taken-over` (run-store.md §2 kinds):
+ * `same-host-pid-dead` only when the probe finds the same-host owner's process gone;
+ * `lease-expired` for another host, for this very process resuming its own lapsed lease, and
+ * for a hung owner whose pid is alive but whose lease is older than `takeOverHungOwnersAfter`.
+ */
+const takeoverEvidence = (
+  core: HostCore,
+  self: OwnerId.OwnerId,
+  from: OwnerId.OwnerId,
+  heartbeatAtMs: number | null,
+  nowMs: number
+): Effect.Effect<"same-host-pid-dead" | "lease-expired"> => {
+  if (from.hostId !== self.hostId || ownLease(core, from)) return Effect.succeed("lease-expired")
+  if (core.liveness === undefined) return Effect.succeed("same-host-pid-dead")
+  return Effect.map(
+    core.liveness.probe(from, { claimant: self, heartbeatAtMs, nowMs }),
+    (verdict) => deadReasons.has(verdict.reason) ? "same-host-pid-dead" : "lease-expired"
+  )
+}
+
 const claimCandidate = (
   core: HostCore,
   memory: SweepMemory,
@@ -222,8 +252,7 @@ const claimCandidate = (
               eventType: "baton.run.taken-over",
               payload: {
                 from: { hostId: from.hostId, pid: from.pid, nonce: from.nonce },
-                // This very process resuming its own lapsed lease is not a dead pid.
-                evidence: from.hostId === self.hostId && !ownLease(core, from) ? "same-host-pid-dead" : "lease-expired",
+                evidence: yield* takeoverEvidence(core, self, from, candidate.heartbeatAtMs ?? null, nowMs),
                 leaseAgeMs: candidate.heartbeatAtMs === undefined ? null : nowMs - candidate.heartbeatAtMs
               }
             } as JournalEvent.Input,
