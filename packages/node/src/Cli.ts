@@ -7,6 +7,7 @@
  *
  * @since 0.1.0
  */
+import * as Control from "@baton/control/Control"
 import * as Args from "@effect/cli/Args"
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
@@ -77,6 +78,12 @@ const verb = (
     readonly ids?: ReadonlyArray<readonly [argument: string, value: string]>
     /** Any other argument check that throws a usage `CliFailure`, run with `ids`. */
     readonly check?: () => unknown
+    /**
+     * The run the verb acts on. A catalog without that run's flow does not know its code, which is not
+     * drift (node.md 6.1: the catalog serves `plan`; drift checks are then left to hosts): the verb
+     * runs without the catalog's flows.
+     */
+    readonly runOf?: string | undefined
     /** Argument checks that need the catalog or read input; run before the database is looked at. */
     readonly before?: (catalog: Session.Catalog | undefined) => Effect.Effect<unknown, unknown>
   } = {}
@@ -115,21 +122,35 @@ const verb = (
         if (options.onEmpty === undefined) return undefined
         return yield* options.onEmpty(ctx)
       }
-      const checked = access === "read" && options.onEmpty !== undefined
-        ? Effect.zipRight(Session.requireCurrentSchema(globals), body(ctx))
-        : body(ctx)
       // Opening waits on a held lock on the database package's fixed open ladder (about 18 s read-only);
       // --lock-wait bounds that wait for every verb, like it bounds write retries.
-      const provided = Effect.scoped(
-        Layer.build(Session.layer(globals, access, catalog)).pipe(
-          Effect.timeoutFail({
-            duration: Duration.millis(globals.lockWaitMs),
-            onTimeout: () => lockedFailure(globals)
-          }),
-          Effect.flatMap((context) => Effect.provide(checked, context))
-        )
-      ) as Effect.Effect<void | number, unknown>
-      return yield* provided
+      const within = <A>(withCatalog: Session.Catalog | undefined, effect: Effect.Effect<A, unknown, any>) =>
+        Effect.scoped(
+          Layer.build(Session.layer(globals, access, withCatalog)).pipe(
+            Effect.timeoutFail({
+              duration: Duration.millis(globals.lockWaitMs),
+              onTimeout: () => lockedFailure(globals)
+            }),
+            Effect.flatMap((context) => Effect.provide(effect, context))
+          )
+        ) as Effect.Effect<A, unknown>
+      const runOf = options.runOf
+      const flows = catalog?.flows ?? []
+      const effective = catalog === undefined || runOf === undefined || flows.length === 0
+        ? catalog
+        : yield* within(
+          { ...catalog, flows: [] },
+          Effect.flatMap(Control.Control, (control) => control.getRun(runOf)).pipe(
+            Effect.map((summary) => summary.flowId),
+            // Not found and the like are the verb's own answer, given below.
+            Effect.orElseSucceed(() => undefined)
+          )
+        ).pipe(Effect.map((flowId) => flows.some((f) => f.id === flowId) ? catalog : { ...catalog, flows: [] }))
+      const effectiveCtx: Verbs.VerbContext = { ...ctx, catalog: effective }
+      const checked = access === "read" && options.onEmpty !== undefined
+        ? Effect.zipRight(Session.requireCurrentSchema(globals), body(effectiveCtx))
+        : body(effectiveCtx)
+      return yield* within(effective, checked)
     })
     const exit = yield* Effect.exit(
       program.pipe(Effect.catchAllDefect((defect) => Effect.fail(defect instanceof CliFailure ? defect : new CliFailure({ exitCode: 1, code: "defect", message: String(defect) }))))
@@ -248,6 +269,12 @@ const planCommand = Command.make("plan", {
   })
 }).pipe(Command.withDescription("plan a run of a flow; prints the card to approve"))
 
+/** The run of an `approve`/`deny` target `runId:requestId`; plans have none. */
+const runOfTarget = (target: string): string | undefined => {
+  const colon = target.indexOf(":")
+  return colon < 0 ? undefined : target.slice(0, colon)
+}
+
 const decideOptions = {
   ...globalOptions,
   target: Args.text({ name: "planId | runId:requestId" }),
@@ -257,11 +284,11 @@ const decideOptions = {
 }
 
 const approveCommand = Command.make("approve", decideOptions, (o) =>
-  verb(o, "write", (ctx) => Verbs.decide(ctx, "approve", o.target, { scope: u(o.scope), reason: u(o.reason), key: u(o.key) }), { check: () => Parse.approvalTarget(o.target) }))
+  verb(o, "write", (ctx) => Verbs.decide(ctx, "approve", o.target, { scope: u(o.scope), reason: u(o.reason), key: u(o.key) }), { check: () => Parse.approvalTarget(o.target), runOf: runOfTarget(o.target) }))
   .pipe(Command.withDescription("approve a plan or a run's approval request"))
 
 const denyCommand = Command.make("deny", decideOptions, (o) =>
-  verb(o, "write", (ctx) => Verbs.decide(ctx, "deny", o.target, { scope: u(o.scope), reason: u(o.reason), key: u(o.key) }), { check: () => Parse.approvalTarget(o.target) }))
+  verb(o, "write", (ctx) => Verbs.decide(ctx, "deny", o.target, { scope: u(o.scope), reason: u(o.reason), key: u(o.key) }), { check: () => Parse.approvalTarget(o.target), runOf: runOfTarget(o.target) }))
   .pipe(Command.withDescription("deny a plan or a run's approval request"))
 
 const launchCommand = Command.make("launch", {
@@ -276,7 +303,7 @@ const cancelCommand = Command.make("cancel", {
   runId: Args.text({ name: "runId" }),
   reason: Options.text("reason").pipe(Options.optional),
   key: Options.text("key").pipe(Options.optional)
-}, (o) => verb(o, "write", (ctx) => Verbs.cancel(ctx, o.runId, { reason: u(o.reason), key: u(o.key) }), { ids: [["runId", o.runId]] }))
+}, (o) => verb(o, "write", (ctx) => Verbs.cancel(ctx, o.runId, { reason: u(o.reason), key: u(o.key) }), { ids: [["runId", o.runId]], runOf: o.runId }))
   .pipe(Command.withDescription("cancel a run"))
 
 const resumeCommand = Command.make("resume", {
@@ -284,7 +311,7 @@ const resumeCommand = Command.make("resume", {
   runId: Args.text({ name: "runId" }),
   allowCodeDrift: Options.boolean("allow-code-drift"),
   key: Options.text("key").pipe(Options.optional)
-}, (o) => verb(o, "write", (ctx) => Verbs.resume(ctx, o.runId, { allowCodeDrift: o.allowCodeDrift, key: u(o.key) }), { ids: [["runId", o.runId]] }))
+}, (o) => verb(o, "write", (ctx) => Verbs.resume(ctx, o.runId, { allowCodeDrift: o.allowCodeDrift, key: u(o.key) }), { ids: [["runId", o.runId]], runOf: o.runId }))
   .pipe(Command.withDescription("resume a released or parked run"))
 
 const signalCommand = Command.make("signal", {
@@ -296,6 +323,7 @@ const signalCommand = Command.make("signal", {
 }, (o) =>
   verb(o, "write", (ctx) => Verbs.signal(ctx, o.runId, o.name, u(o.payload), u(o.key)), {
     ids: [["runId", o.runId]],
+    runOf: o.runId,
     check: () => Option.map(o.payload, (text) => Parse.json("signal payload", text))
   }))
   .pipe(Command.withDescription("send a signal to a run's wait"))

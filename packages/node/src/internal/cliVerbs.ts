@@ -486,10 +486,13 @@ export const resume = (ctx: VerbContext, runId: string, o: { readonly allowCodeD
   Effect.gen(function*() {
     const control = yield* Control.Control
     const nowMs = yield* Clock.currentTimeMillis
+    // Adopting code needs the code: only a catalog with the run's flow has it (the CLI drops the flows of a
+    // catalog that lacks it). Without it there is no drift to allow here; the driving host checks drift.
+    const adopt = o.allowCodeDrift && (ctx.catalog?.flows?.length ?? 0) > 0
     const receipt = yield* control.resume(withPrincipal({
       runId,
       idempotencyKey: o.key ?? `cli:resume:${randomUUID()}`,
-      ...(o.allowCodeDrift ? { allowCodeDrift: true } : {})
+      ...(adopt ? { allowCodeDrift: true } : {})
     }, principalOf(ctx, nowMs)))
     if (receipt._tag === "Terminal") {
       return yield* new CliFailure({ exitCode: 4, code: "terminal", message: `${receipt.runId} is already ${receipt.status}` })
@@ -497,9 +500,13 @@ export const resume = (ctx: VerbContext, runId: string, o: { readonly allowCodeD
     if (receipt._tag === "Conflict") return yield* new CliFailure({ exitCode: 4, code: "conflict", message: receipt.message })
     if (ctx.globals.json) return yield* outJson(receipt)
     if (receipt._tag === "Accepted" && receipt.handedTo !== undefined) {
-      return yield* out(`handed to ${Render.hostPid(receipt.handedTo)}, which parked it`)
+      yield* out(`handed to ${Render.hostPid(receipt.handedTo)}, which parked it`)
+    } else {
+      yield* out("resumed; a host will drive it")
     }
-    yield* out("resumed; a host will drive it")
+    if (o.allowCodeDrift && !adopt) {
+      yield* out("--allow-code-drift: this catalog has no code for the run's flow to adopt; the host that drives it checks drift")
+    }
   })
 
 /** `baton signal <runId> <name> [json]`. */
