@@ -28,6 +28,15 @@ const voidResult = Flow.make({
     })
 })
 
+/** A step whose result holds a function deep inside. */
+const functionStep = Flow.make({
+  id: "journal-function-step",
+  description: "a step result that is not JSON",
+  version: "1",
+  input: Schema.Unknown,
+  handler: () => Step.run("bad", Effect.succeed({ rows: [{ id: 1 }, { id: 2, at: () => 0 }] }))
+})
+
 describe("executor journal", () => {
   it.live("seq order: every step started < its checkpoints < its completed; parked after the step before it; steps counted over drives", () =>
     orderScenario.pipe(Effect.provide(NodeRuntime.layer({
@@ -36,7 +45,7 @@ describe("executor journal", () => {
       pollInterval: "100 millis"
     }))), 60_000)
 
-  it.live("a result holding undefined fails the run naming the path (result.nested[0].w)", () =>
+  it.live("a result holding undefined fails the run naming the path (result.nested[0].w); so does a step's result", () =>
     Effect.gen(function*() {
       const runId = yield* launch(voidResult.id, null)
       const summary = yield* awaitStatus(runId, ["completed", "failed"])
@@ -52,9 +61,17 @@ describe("executor journal", () => {
       expect(failed.map((e) => e.payload)).toEqual([{ error: result?.error }])
       // The void step itself completed: only the run's result is refused.
       expect(attempts.find((a) => (a.meta as { name?: string }).name === "write")?.state).toBe("completed")
+      // A step's result names its path too.
+      const step = yield* launch(functionStep.id, null)
+      expect((yield* awaitStatus(step, ["completed", "failed"])).status).toBe("failed")
+      const stepResult = (yield* Effect.flatMap(AttemptStore.AttemptStore, (store) => store.list(step)))
+        .find((a) => (a.meta as { name?: string }).name === "$result")
+      expect((stepResult?.error as { message: string }).message).toContain(
+        "the result of step bad is not JSON (result.rows[1].at: a function is not JSON)"
+      )
     }).pipe(Effect.provide(NodeRuntime.layer({
       filename: tempDb().filename,
-      flows: [voidResult],
+      flows: [voidResult, functionStep],
       pollInterval: "100 millis"
     }))), 60_000)
 })
