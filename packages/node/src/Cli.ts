@@ -8,6 +8,7 @@
  * @since 0.1.0
  */
 import * as Control from "@baton/control/Control"
+import * as Migrations from "@baton/database/Migrations"
 import * as Args from "@effect/cli/Args"
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
@@ -124,9 +125,9 @@ const verb = (
       }
       // Opening waits on a held lock on the database package's fixed open ladder (about 18 s read-only);
       // --lock-wait bounds that wait for every verb, like it bounds write retries.
-      const within = <A>(withCatalog: Session.Catalog | undefined, effect: Effect.Effect<A, unknown, any>) =>
+      const within = <A>(how: Session.Access, withCatalog: Session.Catalog | undefined, effect: Effect.Effect<A, unknown, any>) =>
         Effect.scoped(
-          Layer.build(Session.layer(globals, access, withCatalog)).pipe(
+          Layer.build(Session.layer(globals, how, withCatalog)).pipe(
             Effect.timeoutFail({
               duration: Duration.millis(globals.lockWaitMs),
               onTimeout: () => lockedFailure(globals)
@@ -136,21 +137,34 @@ const verb = (
         ) as Effect.Effect<A, unknown>
       const runOf = options.runOf
       const flows = catalog?.flows ?? []
-      const effective = catalog === undefined || runOf === undefined || flows.length === 0
-        ? catalog
-        : yield* within(
-          { ...catalog, flows: [] },
-          Effect.flatMap(Control.Control, (control) => control.getRun(runOf)).pipe(
-            Effect.map((summary) => summary.flowId),
+      const sets = catalog?.migrations ?? []
+      const needsProbe = catalog !== undefined && (sets.length > 0 || (runOf !== undefined && flows.length > 0))
+      // A read-only look first (creates and migrates nothing): which application blocks the database
+      // already has, and the flow of the run the verb names.
+      const probe = !needsProbe || Session.isEmptyFile(globals) ? undefined : yield* within(
+        "read",
+        { ...catalog, flows: [], migrations: [] },
+        Effect.all({
+          ledger: Migrations.status(Session.librarySets).pipe(Effect.option),
+          flowId: runOf === undefined
+            ? Effect.succeed(undefined)
             // Not found and the like are the verb's own answer, given below.
-            Effect.orElseSucceed(() => undefined)
-          )
-        ).pipe(Effect.map((flowId) => flows.some((f) => f.id === flowId) ? catalog : { ...catalog, flows: [] }))
+            : Effect.flatMap(Control.Control, (control) => control.getRun(runOf)).pipe(
+              Effect.map((summary): string | undefined => summary.flowId),
+              Effect.orElseSucceed(() => undefined)
+            )
+        })
+      )
+      const effective = catalog === undefined ? undefined : {
+        ...catalog,
+        flows: runOf === undefined || flows.some((f) => f.id === probe?.flowId) ? flows : [],
+        migrations: Session.applicableSets(sets, probe?.ledger)
+      }
       const effectiveCtx: Verbs.VerbContext = { ...ctx, catalog: effective }
       const checked = access === "read" && options.onEmpty !== undefined
         ? Effect.zipRight(Session.requireCurrentSchema(globals), body(effectiveCtx))
         : body(effectiveCtx)
-      return yield* within(effective, checked)
+      return yield* within(access, effective, checked)
     })
     const exit = yield* Effect.exit(
       program.pipe(Effect.catchAllDefect((defect) => Effect.fail(defect instanceof CliFailure ? defect : new CliFailure({ exitCode: 1, code: "defect", message: String(defect) }))))

@@ -85,7 +85,13 @@ export const doctor = (globals: Globals, catalog: Catalog | undefined, fix: bool
       findings.push(warn("ledger", `${status.right.pending.length} migrations pending`, "any mutating command or a host start applies them"))
     } else if (status.right.foreign.length > 0) {
       const blocks = [...new Set(status.right.foreign.map((m) => m.namespace))]
-      findings.push(warn("ledger", `${status.right.applied.length} migrations applied; foreign blocks: ${blocks.join(", ")}`, "pass --config to check the application's migrations"))
+      // The catalog's sets were already narrowed to blocks this database has (cliSession.applicableSets), so
+      // a foreign block is one the given --config does not claim, or any block when none was given.
+      findings.push(warn(
+        "ledger",
+        `${status.right.applied.length} migrations applied; foreign blocks: ${blocks.join(", ")}${catalog === undefined ? "" : " (not in the loaded catalog)"}`,
+        catalog === undefined ? "pass --config to check the application's migrations" : "pass that application's --config to check its migrations"
+      ))
     } else {
       findings.push(ok("ledger", `${status.right.applied.length} migrations applied, none pending`))
     }

@@ -9,6 +9,7 @@ import * as JournalMigrations from "@baton/journal/Migrations"
 import * as RunStoreMigrations from "@baton/run-store/Migrations"
 import type * as ApprovalAuthority from "@baton/control/ApprovalAuthority"
 import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
 import * as fs from "node:fs"
 import * as nodePath from "node:path"
 import { pathToFileURL } from "node:url"
@@ -142,6 +143,35 @@ export const preflight = (globals: Globals, access: Access): "ok" | "empty" => {
   }
   if (stat.isFile() && stat.size === 0 && access === "read") return "empty"
   return "ok"
+}
+
+/** A 0-byte SQLite file: an empty database the first write initialises. */
+export const isEmptyFile = (globals: Globals): boolean => {
+  if (globals.pg !== undefined) return false
+  try {
+    const stat = fs.statSync(location(globals))
+    return stat.isFile() && stat.size === 0
+  } catch {
+    return false
+  }
+}
+
+/**
+ * The catalog's application migration sets the CLI may apply or check on this database: a CLI must not add
+ * another application's tables to a database. Only sets whose block the ledger already records, or all of
+ * them on a database without any Baton ledger yet (the CLI initialises it for this catalog).
+ * `ledger` is `Migrations.status(librarySets)` of the database (`None` when it could not be read: then the
+ * verb's own open reports the problem).
+ */
+export const applicableSets = (
+  sets: ReadonlyArray<Migrations.MigrationSet>,
+  ledger: Option.Option<Migrations.MigrationStatus> | undefined
+): ReadonlyArray<Migrations.MigrationSet> => {
+  if (sets.length === 0 || ledger === undefined || Option.isNone(ledger)) return sets
+  const status = ledger.value
+  if (status.applied.length === 0 && status.foreign.length === 0) return sets
+  const present = new Set(status.foreign.map((m) => m.namespace))
+  return sets.filter((set) => present.has(set.namespace))
 }
 
 /** Writer retry options that give up after about `lockWaitMs` on a held lock. */
