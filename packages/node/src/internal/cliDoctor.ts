@@ -120,7 +120,26 @@ export const doctor = (globals: Globals, catalog: Catalog | undefined, fix: bool
     } else {
       const stuck: Array<Finding> = []
       const orphans: Array<Finding> = []
+      // Drift is known only for flows the loaded catalog has (a flow it lacks is unknown code, not drift).
+      // A host skips a drifted run instead of taking it over, so no takeover is promised for one.
+      const known = new Set((catalog?.flows ?? []).map((f) => f.id))
+      const drifts = new Map<string, { readonly recorded?: string | undefined; readonly current?: string | undefined; readonly recordedEngine?: string | undefined; readonly currentEngine?: string | undefined }>()
       for (const c of page.right.candidates) {
+        if (!known.has(c.flowId)) continue
+        const drift = yield* runtime.codeDrift(c.runId).pipe(Effect.orElseSucceed(() => undefined))
+        if (drift !== undefined) drifts.set(c.runId, drift)
+      }
+      for (const c of page.right.candidates) {
+        const drift = drifts.get(c.runId)
+        const drifted = (situation: string) => {
+          const recorded = drift?.recorded ?? drift?.recordedEngine ?? "?"
+          const current = drift?.current ?? drift?.currentEngine ?? "nothing"
+          return warn(
+            "stuck runs",
+            `${c.runId} (${c.flowId}): ${situation}; code drift: it recorded ${recorded}, this catalog has ${current}, so hosts with this code skip it instead of taking it over`,
+            `baton resume ${c.runId} --allow-code-drift`
+          )
+        }
         if (c.kind === "stale-owner" && c.owner !== undefined) {
           const ageS = Math.round((nowMs - (c.heartbeatAtMs ?? c.updatedAt)) / 1000)
           const verdict = yield* ProcessLiveness.probe(c.owner, {
@@ -134,9 +153,20 @@ export const doctor = (globals: Globals, catalog: Catalog | undefined, fix: bool
               `${c.runId}: owner pid ${c.owner.pid} is alive but not heartbeating (lease ${ageS} s old; ${verdict.reason})`,
               `kill ${c.owner.pid}, or start hosts with takeOverHungOwnersAfter`
             ))
+          } else if (drift !== undefined) {
+            stuck.push(drifted(`owner ${hostPid(c.owner)} stopped heartbeating ${ageS} s ago (${verdict.reason})`))
           } else {
-            stuck.push(warn("stuck runs", `${c.runId}: owner ${hostPid(c.owner)} stopped heartbeating ${ageS} s ago (${verdict.reason}); a host will take it over`))
+            // Without this flow in the catalog the CLI cannot see drift; a host whose code changed skips the run.
+            stuck.push(warn(
+              "stuck runs",
+              `${c.runId}: owner ${hostPid(c.owner)} stopped heartbeating ${ageS} s ago (${verdict.reason}); a host will take it over${
+                known.has(c.flowId) ? "" : " unless its code for flow " + c.flowId + " changed (then it logs skipped-drift)"
+              }`,
+              known.has(c.flowId) ? undefined : `if no host takes it over: baton resume ${c.runId} --allow-code-drift --config <the flow's catalog>`
+            ))
           }
+        } else if (c.kind === "released" && drift !== undefined) {
+          stuck.push(drifted(`waits for a host since ${Math.round((nowMs - c.updatedAt) / 1000)} s`))
         } else if (c.kind === "released" && nowMs - c.updatedAt > 60_000) {
           stuck.push(warn("stuck runs", `${c.runId} (${c.flowId}) waits for a host since ${Math.round((nowMs - c.updatedAt) / 1000)} s`, `no host serves flow ${c.flowId}?`))
         } else if (c.kind === "orphaned-claim" && c.claim !== undefined) {
@@ -157,14 +187,6 @@ export const doctor = (globals: Globals, catalog: Catalog | undefined, fix: bool
             }
           } else {
             orphans.push(warn("orphaned claims", `${c.runId}: orphaned claim by ${hostPid(claim)} since ${Math.round((nowMs - claimedAtMs) / 1000)} s`, "baton doctor --fix"))
-          }
-        }
-      }
-      if (catalog?.flows !== undefined && catalog.flows.length > 0) {
-        for (const c of page.right.candidates) {
-          const drift = yield* runtime.codeDrift(c.runId).pipe(Effect.orElseSucceed(() => undefined))
-          if (drift !== undefined) {
-            stuck.push(warn("stuck runs", `${c.runId}: recorded code ${drift.recorded ?? "?"}, this build ${drift.current ?? "?"}`, `baton resume ${c.runId} --allow-code-drift`))
           }
         }
       }
