@@ -23,6 +23,7 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as fs from "node:fs"
 import * as Doctor from "./internal/cliDoctor.js"
 import { CliFailure, fromError, locked, render, renderJson } from "./internal/cliFailure.js"
 import * as Parse from "./internal/cliParse.js"
@@ -347,14 +348,15 @@ const journalCommand = Command.make("journal", {
   runId: Args.text({ name: "runId" }),
   follow: Options.boolean("follow").pipe(Options.withAlias("f")),
   after: Options.integer("after").pipe(Options.optional),
-  type: Options.text("type").pipe(Options.repeated),
+  // Optional and repeatable: `[--type text]...` in the synopsis, not a required `--type text...`.
+  type: Options.text("type").pipe(Options.withDescription("only entries of this type (repeatable)"), Options.repeated, Options.optional),
   noOwnership: Options.boolean("no-ownership")
 }, (o) =>
   verb(o, "read", (ctx) =>
     Verbs.journal(ctx, o.runId, {
       follow: o.follow,
       after: u(o.after),
-      types: o.type,
+      types: Option.getOrElse(o.type, () => []),
       noOwnership: o.noOwnership,
       pollMs: 500
     }), {
@@ -405,7 +407,17 @@ export const verbs: ReadonlyArray<string> = [
   "runs", "run", "plans", "plan", "approve", "deny", "launch", "cancel", "resume", "signal", "journal", "doctor"
 ]
 
-const cli = Command.run(command, { name: "baton", version: "0.1.0" })
+/** The package's own version (package.json sits one level above both src/ and dist/). */
+const version = ((): string => {
+  try {
+    const pkg = JSON.parse(fs.readFileSync(new URL("../package.json", import.meta.url), "utf8")) as { version?: unknown }
+    return typeof pkg.version === "string" ? pkg.version : "unknown"
+  } catch {
+    return "unknown"
+  }
+})()
+
+const cli = Command.run(command, { name: "baton", version })
 
 /**
  * Runs the CLI over `argv` (`process.argv`: the first two entries are node and the script) and answers

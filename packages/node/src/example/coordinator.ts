@@ -419,9 +419,12 @@ export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
     const [counts] = yield* sql<{ files: number | string; bytes: number | string | null }>`
       SELECT COUNT(*) AS files, SUM(size) AS bytes FROM index_dir_files WHERE run_id = ${runId}`
     const stepAttempts = list.filter((a) => !String((a.meta as { name?: unknown })?.name ?? "").startsWith("$"))
-    const hashingMs = walkDoneAt !== undefined && lastHashDoneAt !== undefined ? Math.max(1, lastHashDoneAt - walkDoneAt) : undefined
+    const window = Progress.hashingWindow({ startedAt, walkDoneAt, lastHashDoneAt })
+    const hashingMs = window?.ms
     const files = value?.files ?? Number(counts?.files ?? 0)
-    const filesPerSecond = hashingMs === undefined ? undefined : (files * 1000) / hashingMs
+    const [hashed] = window === undefined ? [] : yield* sql<{ files: number | string }>`
+      SELECT COUNT(*) AS files FROM index_dir_files WHERE run_id = ${runId} AND indexed_at_ms >= ${window.fromMs}`
+    const filesPerSecond = window === undefined ? undefined : (Number(hashed?.files ?? 0) * 1000) / window.ms
     const report: Progress.Summary = {
       runId,
       status,

@@ -87,3 +87,20 @@ export const summaryTable = (s: Summary): string => {
   if (s.error !== undefined) pairs.push(["error", s.error])
   return Table.keyValues(pairs)
 }
+
+/**
+ * The hashing phase this coordinator watched: from the end of the walk, or from its own start when it
+ * resumed a run walked earlier (`pnpm start -- --resume`), to the last batch completion. `undefined` when
+ * no batch completed in that window. Rates use the files hashed in the same window, so hashing time never
+ * exceeds the total and the rate is not diluted by an earlier drive's work.
+ */
+export const hashingWindow = (w: {
+  readonly startedAt: number
+  readonly walkDoneAt: number | undefined
+  readonly lastHashDoneAt: number | undefined
+}): { readonly fromMs: number; readonly ms: number } | undefined => {
+  if (w.walkDoneAt === undefined || w.lastHashDoneAt === undefined) return undefined
+  const fromMs = Math.max(w.walkDoneAt, w.startedAt)
+  if (w.lastHashDoneAt <= fromMs) return undefined
+  return { fromMs, ms: w.lastHashDoneAt - fromMs }
+}
