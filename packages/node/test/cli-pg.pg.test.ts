@@ -4,8 +4,6 @@
  */
 import * as TestDatabase from "@baton/database/TestDatabase"
 import { describe, expect, it } from "@effect/vitest"
-import * as SqlClient from "@effect/sql/SqlClient"
-import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as ManagedRuntime from "effect/ManagedRuntime"
 import { randomBytes } from "node:crypto"
@@ -15,6 +13,7 @@ import * as IndexDir from "../src/example/IndexDir.js"
 import * as NodeRuntime from "../src/NodeRuntime.js"
 import { baton, tempDir } from "./cli-support.js"
 import * as Support from "./example-support.js"
+import * as PgSchema from "./support/pgSchema.js"
 
 const url = TestDatabase.postgresTestUrl("node cli --pg")
 
@@ -48,8 +47,7 @@ describe.skipIf(url === undefined)("cli on PostgreSQL", () => {
       expect(doctor.code, doctor.stdout).toBe(0)
       expect((await baton("run", "run-99", ...pg)).code).toBe(3)
     } finally {
-      await runtime.runPromise(Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe(`DROP SCHEMA IF EXISTS ${schema} CASCADE`))).catch(() => undefined)
-      await runtime.dispose()
+      await PgSchema.dropAndDispose(runtime, schema)
     }
   }, 120_000)
 })

@@ -6,12 +6,11 @@
  */
 import * as TestDatabase from "@baton/database/TestDatabase"
 import { describe, expect, it } from "@effect/vitest"
-import * as SqlClient from "@effect/sql/SqlClient"
-import * as Effect from "effect/Effect"
 import { randomBytes } from "node:crypto"
 import { baton } from "./cli-support.js"
 import { crashScenario } from "./example-crash-scenario.js"
 import * as Support from "./example-support.js"
+import * as PgSchema from "./support/pgSchema.js"
 
 const url = TestDatabase.postgresTestUrl("node main job on PostgreSQL (check 29)")
 
@@ -22,9 +21,7 @@ const onPg = async (signal: "SIGKILL" | "SIGTERM", after: (runId: string, pg: Re
     const runId = await crashScenario(signal, { runtime, spawn: (label, trace) => Support.spawnPgWorker(url!, schema, label, trace) })
     await after(runId, ["--pg", url!, "--schema", schema])
   } finally {
-    await runtime.runPromise(Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`)))
-      .catch(() => undefined)
-    await runtime.dispose()
+    await PgSchema.dropAndDispose(runtime, schema)
   }
 }
 

@@ -7,7 +7,6 @@
  * scenario is runtime-shutdown-scenario.ts, shared with the SQLite twin.
  */
 import * as TestDatabase from "@baton/database/TestDatabase"
-import * as SqlClient from "@effect/sql/SqlClient"
 import { afterAll, describe, it } from "@effect/vitest"
 import { Effect, ManagedRuntime } from "effect"
 import * as crypto from "node:crypto"
@@ -15,6 +14,7 @@ import * as NodeRuntime from "../src/NodeRuntime.js"
 import { appSet, flows } from "./fixtures/runtimeFlows.js"
 import { startWorker, stopAll, tempDb, type Worker } from "./fixtures/runtimeProcesses.js"
 import * as Shutdown from "./runtime-shutdown-scenario.js"
+import * as PgSchema from "./support/pgSchema.js"
 
 const url = TestDatabase.postgresTestUrl("node runtime SIGTERM on PostgreSQL (checks 16, 29)")
 
@@ -39,9 +39,7 @@ const onPostgres = async (scenario: (backend: Shutdown.Backend) => Promise<void>
     await client.runPromise(Effect.void)
     await scenario({ client, log: db.log, start })
   } finally {
-    await client.runPromise(Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`)))
-      .catch(() => undefined)
-    await client.dispose()
+    await PgSchema.dropAndDispose(client, schema)
   }
 }
 

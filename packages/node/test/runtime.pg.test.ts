@@ -4,7 +4,6 @@
  */
 import { afterAll, describe, expect, it } from "@effect/vitest"
 import * as ControlRuntime from "@baton/control/ControlRuntime"
-import * as PgDatabase from "@baton/database/PgDatabase"
 import * as TestDatabase from "@baton/database/TestDatabase"
 import * as Journal from "@baton/journal/Journal"
 import * as SqlClient from "@effect/sql/SqlClient"
@@ -12,6 +11,7 @@ import { Clock, Context, Effect, Layer, ManagedRuntime, Schema } from "effect"
 import * as crypto from "node:crypto"
 import * as Flow from "../src/Flow.js"
 import * as NodeRuntime from "../src/NodeRuntime.js"
+import * as PgSchema from "./support/pgSchema.js"
 import * as Step from "../src/Step.js"
 import type * as OwnerId from "@baton/journal/OwnerId"
 import { appSet, flows } from "./fixtures/runtimeFlows.js"
@@ -38,14 +38,7 @@ const inContext = <R>(context: Context.Context<R>) => <A, E>(effect: Effect.Effe
 describe.skipIf(url === undefined)("NodeRuntime.layerPg", () => {
   it.scopedLive("hosts with the database clock drive a run; a run released at shutdown is taken up by another host", () =>
     Effect.gen(function*() {
-      const schema = `node_${crypto.randomBytes(12).toString("hex")}`
-      yield* Effect.addFinalizer(() =>
-        Effect.scoped(Effect.gen(function*() {
-          const context = yield* Layer.build(PgDatabase.layer({ url: url!, schema }))
-          const sql = Context.get(context, SqlClient.SqlClient)
-          yield* sql.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`)
-        })).pipe(Effect.ignore)
-      )
+      const schema = yield* PgSchema.throwaway(url!)
       const options = { url: url!, schema, flows: [twoSteps], pollInterval: "100 millis" } as const
       const client = yield* Layer.build(NodeRuntime.layerPg({ ...options, mode: "client", hostId: "pg-client" }))
       const quick = yield* launch("pg.two", { ms: 10 }).pipe(inContext(client))
