@@ -3,12 +3,11 @@
  * the catalog serves `plan`; drift checks are left to hosts): approving a run's request and resuming it
  * (with or without --allow-code-drift) work with another application's catalog.
  */
-import type * as ControlSchema from "@baton/control/ControlSchema"
 import { describe, expect, it } from "@effect/vitest"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { completion, spawnFixture } from "../../database/test/support/processes.js"
-import { baton, configModule, tempDir } from "./cli-support.js"
+import { baton, configModule, runVerbs, tempDir } from "./cli-support.js"
 
 const waitConfig = fileURLToPath(new URL("./fixtures/cli-wait-config.ts", import.meta.url))
 
@@ -36,15 +35,7 @@ describe("cli with a catalog that lacks the run's flow", () => {
     const own = (...args: ReadonlyArray<string>) => baton(...args, "--db", db, "--config", waitConfig)
     // The example's catalog (index-dir): it knows nothing of the waiting flows.
     const other = (...args: ReadonlyArray<string>) => baton(...args, "--db", db, "--config", configModule)
-    const status = async (runId: string) =>
-      (JSON.parse((await own("run", runId, "--json")).stdout) as { summary: ControlSchema.RunSummary }).summary
-    const launch = async (flow: string, planId: string) => {
-      expect((await own("plan", flow, "--input", "{}")).code).toBe(0)
-      expect((await own("approve", planId)).code).toBe(0)
-      const launched = await own("launch", planId)
-      expect(launched.code, launched.stderr).toBe(0)
-      return launched.stdout.split("\n")[0]!
-    }
+    const { launch, status } = runVerbs(own)
     let { done, host } = await startHost(db)
     try {
       const r1 = await launch("wait-approval", "plan-1")

@@ -2,23 +2,15 @@
  * A closed stdout (`baton journal run-1 | head -1`) ends the real CLI quietly: exit 0, no EPIPE trace.
  */
 import { describe, expect, it } from "@effect/vitest"
-import * as fs from "node:fs"
-import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { completion, spawnFixture } from "../../database/test/support/processes.js"
-import { baton, configModule, migratedDatabase, tempDir } from "./cli-support.js"
+import { configModule, exampleDatabase } from "./cli-support.js"
 
 const bin = fileURLToPath(new URL("../src/bin.ts", import.meta.url))
 
 describe("cli on a closed stdout", () => {
   it("journal and runs into a reader that went away exit 0 without a stack trace", async () => {
-    const dir = tempDir()
-    const db = path.join(dir, "baton.db")
-    const root = path.join(dir, "tree")
-    fs.mkdirSync(root)
-    fs.writeFileSync(path.join(root, "a.txt"), "a")
-    await migratedDatabase(db)
-    const cli = (...args: ReadonlyArray<string>) => baton(...args, "--db", db, "--config", configModule)
+    const { cli, db, root } = await exampleDatabase()
     expect((await cli("plan", "index-dir", "--input", JSON.stringify({ root }))).code).toBe(0)
     expect((await cli("approve", "plan-1")).code).toBe(0)
     const runId = (await cli("launch", "plan-1")).stdout.split("\n")[0]!

@@ -1,6 +1,8 @@
 /**
  * Test support for the CLI: run `baton` in-process over argv and capture what it prints.
  */
+import type * as ControlSchema from "@baton/control/ControlSchema"
+import { expect } from "@effect/vitest"
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -60,3 +62,28 @@ export const snapshot = (dir: string): Record<string, string> =>
   Object.fromEntries(
     fs.readdirSync(dir).sort().map((name) => [name, fs.readFileSync(path.join(dir, name)).toString("base64")])
   )
+
+/** A migrated database in a fresh directory with a one-file tree, and `cli` bound to it and the example catalog. */
+export const exampleDatabase = async () => {
+  const dir = tempDir()
+  const db = path.join(dir, "baton.db")
+  const root = path.join(dir, "tree")
+  fs.mkdirSync(root)
+  fs.writeFileSync(path.join(root, "a.txt"), "a")
+  await migratedDatabase(db)
+  const cli = (...args: ReadonlyArray<string>) => baton(...args, "--db", db, "--config", configModule)
+  return { dir, db, root, cli }
+}
+
+/** `status` (a run's summary through `baton run --json`) and `launch` (plan, approve, launch; the run id) over `cli`. */
+export const runVerbs = (cli: (...args: ReadonlyArray<string>) => Promise<CliResult>) => ({
+  status: async (runId: string) =>
+    (JSON.parse((await cli("run", runId, "--json")).stdout) as { summary: ControlSchema.RunSummary }).summary,
+  launch: async (flow: string, planId: string) => {
+    expect((await cli("plan", flow, "--input", "{}")).code).toBe(0)
+    expect((await cli("approve", planId)).code).toBe(0)
+    const launched = await cli("launch", planId)
+    expect(launched.code, launched.stderr).toBe(0)
+    return launched.stdout.split("\n")[0]!
+  }
+})

@@ -5,21 +5,10 @@
 import * as ControlSchema from "@baton/control/ControlSchema"
 import { describe, expect, it } from "@effect/vitest"
 import * as Schema from "effect/Schema"
-import * as fs from "node:fs"
-import * as path from "node:path"
 import { completion, spawnFixture } from "../../database/test/support/processes.js"
-import { baton, configModule, migratedDatabase, tempDir } from "./cli-support.js"
+import { exampleDatabase } from "./cli-support.js"
 
-const setup = async () => {
-  const dir = tempDir()
-  const db = path.join(dir, "baton.db")
-  const root = path.join(dir, "tree")
-  fs.mkdirSync(root)
-  fs.writeFileSync(path.join(root, "a.txt"), "a")
-  await migratedDatabase(db)
-  const cli = (...args: ReadonlyArray<string>) => baton(...args, "--db", db, "--config", configModule)
-  return { dir, db, root, cli }
-}
+const setup = exampleDatabase
 
 describe("cli verbs", () => {
   it("plan, approve, launch twice, list, show, journal, cancel, resume", async () => {

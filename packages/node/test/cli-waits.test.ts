@@ -3,12 +3,11 @@
  * approval, `baton deny … --reason no --as bob` fails it with the decision recorded, and `baton signal`
  * delivers a payload to a parked run.
  */
-import type * as ControlSchema from "@baton/control/ControlSchema"
 import { describe, expect, it } from "@effect/vitest"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { completion, spawnFixture } from "../../database/test/support/processes.js"
-import { baton, tempDir } from "./cli-support.js"
+import { baton, runVerbs, tempDir } from "./cli-support.js"
 
 const config = fileURLToPath(new URL("./fixtures/cli-wait-config.ts", import.meta.url))
 
@@ -36,16 +35,7 @@ describe("cli approve, deny and signal against a live host", () => {
         })
         host.once("exit", (code) => reject(new Error(`host exited ${code}`)))
       })
-      const status = async (runId: string) =>
-        (JSON.parse((await cli("run", runId, "--json")).stdout) as { summary: ControlSchema.RunSummary }).summary
-
-      const launch = async (flow: string, planId: string) => {
-        expect((await cli("plan", flow, "--input", "{}")).code).toBe(0)
-        expect((await cli("approve", planId)).code).toBe(0)
-        const launched = await cli("launch", planId)
-        expect(launched.code, launched.stderr).toBe(0)
-        return launched.stdout.split("\n")[0]!
-      }
+      const { launch, status } = runVerbs(cli)
 
       // Approve a run's request.
       const r1 = await launch("wait-approval", "plan-1")
