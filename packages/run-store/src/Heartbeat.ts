@@ -156,10 +156,9 @@ export const keepAlive = (
             : Effect.succeed(false)
         ),
         // The 1 s reconfirm budget runs from the 19 s mark, not from when this step woke up
-        // (a late timer must not push the interruption past 20 s after the last confirmed beat),
-        // and a timed-out reconfirm is interrupted in the background: a write waiting in the
-        // writer's uninterruptible retry loop must not delay the owner's interruption.
-        Effect.disconnect,
+        // (a late timer must not push the interruption past 20 s after the last confirmed beat).
+        // The timed-out reconfirm is interrupted before the owner is: left running, it could
+        // commit later and extend a lease whose owner has stopped working.
         Effect.timeoutTo({
           duration: Duration.millis(Math.max(0, lastConfirmed + toleranceMs + Duration.toMillis(heartbeatInterval) - m)),
           onTimeout: () => false,
