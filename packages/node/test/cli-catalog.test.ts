@@ -6,8 +6,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
-import { completion, spawnFixture } from "../../database/test/support/processes.js"
-import { baton, configModule, runVerbs, tempDir } from "./cli-support.js"
+import { baton, configModule, runVerbs, startWaitHost, tempDir } from "./cli-support.js"
 
 const waitConfig = fileURLToPath(new URL("./fixtures/cli-wait-config.ts", import.meta.url))
 
@@ -15,19 +14,6 @@ const waitUntil = async (check: () => Promise<boolean>) => {
   while (!(await check())) await new Promise((r) => setTimeout(r, 200))
 }
 
-const startHost = async (db: string) => {
-  const host = spawnFixture(new URL("./fixtures/cli-wait-host.ts", import.meta.url), [db])
-  const done = completion(host)
-  await new Promise<void>((resolve, reject) => {
-    let out = ""
-    host.stdout?.on("data", (chunk) => {
-      out += String(chunk)
-      if (out.includes("ready")) resolve()
-    })
-    host.once("exit", (code) => reject(new Error(`host exited ${code}`)))
-  })
-  return { host, done }
-}
 
 describe("cli with a catalog that lacks the run's flow", () => {
   it("approve of a run's request, resume and resume --allow-code-drift succeed; plan still needs the flow", async () => {
@@ -36,7 +22,7 @@ describe("cli with a catalog that lacks the run's flow", () => {
     // The example's catalog (index-dir): it knows nothing of the waiting flows.
     const other = (...args: ReadonlyArray<string>) => baton(...args, "--db", db, "--config", configModule)
     const { launch, status } = runVerbs(own)
-    let { done, host } = await startHost(db)
+    let { done, host } = await startWaitHost(db)
     try {
       const r1 = await launch("wait-approval", "plan-1")
       await waitUntil(async () => (await status(r1)).status === "waiting-approval")
@@ -57,7 +43,7 @@ describe("cli with a catalog that lacks the run's flow", () => {
       expect(again.code, again.stderr).toBe(0)
       expect(again.stderr).toBe("")
       expect(again.stdout).toContain("--allow-code-drift: this catalog has no code for the run's flow to adopt")
-      ;({ done, host } = await startHost(db))
+      ;({ done, host } = await startWaitHost(db))
       expect((await other("signal", r2, "go", '{"n":2}')).code).toBe(0)
       await waitUntil(async () => (await status(r2)).status === "completed")
 

@@ -10,6 +10,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
+import { completion, spawnFixture } from "../../database/test/support/processes.js"
 import * as Cli from "../src/Cli.js"
 import * as IndexDir from "../src/example/IndexDir.js"
 import * as NodeRuntime from "../src/NodeRuntime.js"
@@ -87,3 +88,18 @@ export const runVerbs = (cli: (...args: ReadonlyArray<string>) => Promise<CliRes
     return launched.stdout.split("\n")[0]!
   }
 })
+
+/** Start the waiting-flows host fixture on `db`; resolves once it printed "ready". */
+export const startWaitHost = async (db: string) => {
+  const host = spawnFixture(new URL("./fixtures/cli-wait-host.ts", import.meta.url), [db])
+  const done = completion(host)
+  await new Promise<void>((resolve, reject) => {
+    let out = ""
+    host.stdout?.on("data", (chunk) => {
+      out += String(chunk)
+      if (out.includes("ready")) resolve()
+    })
+    host.once("exit", (code) => reject(new Error(`host exited ${code}`)))
+  })
+  return { host, done }
+}

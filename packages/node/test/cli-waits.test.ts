@@ -6,8 +6,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
-import { completion, spawnFixture } from "../../database/test/support/processes.js"
-import { baton, runVerbs, tempDir } from "./cli-support.js"
+import { baton, runVerbs, startWaitHost, tempDir } from "./cli-support.js"
 
 const config = fileURLToPath(new URL("./fixtures/cli-wait-config.ts", import.meta.url))
 
@@ -24,17 +23,8 @@ describe("cli approve, deny and signal against a live host", () => {
     const db = path.join(tempDir(), "baton.db")
     const cli = (...args: ReadonlyArray<string>) => baton(...args, "--db", db, "--config", config)
     // The CLI creates nothing: a first mutating verb with the catalog initialises the file… once it exists.
-    const host = spawnFixture(new URL("./fixtures/cli-wait-host.ts", import.meta.url), [db])
-    const done = completion(host)
+    const { done, host } = await startWaitHost(db)
     try {
-      await new Promise<void>((resolve, reject) => {
-        let out = ""
-        host.stdout?.on("data", (chunk) => {
-          out += String(chunk)
-          if (out.includes("ready")) resolve()
-        })
-        host.once("exit", (code) => reject(new Error(`host exited ${code}`)))
-      })
       const { launch, status } = runVerbs(cli)
 
       // Approve a run's request.
