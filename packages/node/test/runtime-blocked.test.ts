@@ -119,16 +119,22 @@ describe("runtime: an owner whose writes are blocked", () => {
       } ms after it (${interrupted.at - lockedAt} ms after the lock); lock released after ${releasedAt - lockedAt} ms`
     )
 
-    // After the release, the blocked owner renews nothing: the stamp stays until another drive begins.
+    // After the release, the blocked owner renews nothing: the stamp stays until another drive
+    // begins. The new drive's claim commits before its journal entry, so between the two a read
+    // can see a peer's fence (B's steal) or A's own fence renewed (A resuming; checked below).
     const journalLength = atLock.journal.length
+    let renewedUnderA = false
     const takenOverAt = await waitFor("another drive after the release", async () => {
       const [row, journal] = await read(Effect.all([
         Effect.flatMap(RunStore.RunStore, (s) => s.get(runId)),
         Effect.flatMap(Journal.Journal, (j) => j.entries({ runId: runId as never, limit: 1000 }))
       ]))
       if (journal.entries.length > journalLength) return journal.entries.slice(journalLength)
-      expect(row.owner).toEqual(owner)
-      expect(row.heartbeatAtMs).toBe(lastConfirmed)
+      if (row.owner?.nonce === owner.nonce) {
+        if (row.heartbeatAtMs !== lastConfirmed) renewedUnderA = true
+      } else {
+        expect(row.owner).toMatchObject({ hostId: "blocked-b", pid: b.child.pid })
+      }
       return undefined
     }, 60_000)
     expect(takenOverAt[0]?.eventType).toBe("baton.run.taken-over")
@@ -163,6 +169,8 @@ describe("runtime: an owner whose writes are blocked", () => {
     const drives = later.filter((e) => e.eventType === "baton.run.driven").map((e) => e.payload as { drive: number; cause: string; owner: { hostId: string; pid: number } })
     expect(drives.map((d) => [d.drive, d.cause])).toEqual([[2, "takeover"]])
     const taker = drives[0]!.owner.pid === b.child.pid ? b : a
+    // A renewal under A's old fence is allowed only as A's own new drive.
+    if (renewedUnderA) expect(taker).toBe(a)
     expect(drives[0]!.owner).toEqual({ hostId: taker === b ? "blocked-b" : "blocked-a", pid: taker.child.pid })
     if (taker === b) {
       // The peer stole the stale lease: one activation, its own; A's fence wrote no fact.
