@@ -7,7 +7,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { completion, spawnFixture } from "../../database/test/support/processes.js"
-import { baton, configModule, migratedDatabase, tempDir } from "./cli-support.js"
+import { baton, configModule, migratedDatabase, snapshot, tempDir } from "./cli-support.js"
 
 const startScript = fileURLToPath(new URL("../../../scripts/start.ts", import.meta.url))
 
@@ -30,6 +30,34 @@ describe("cli exit codes", () => {
     expect(good.stderr).toContain(`no database at ${missing}`)
     expect(fs.readdirSync(dir)).toEqual([])
   })
+
+  it("a flow catalog that fails to load, or exports the wrong shapes, is usage (2) naming the field; nothing is written", async () => {
+    const dir = tempDir()
+    const db = path.join(dir, "baton.db")
+    await migratedDatabase(db)
+    const modules: Record<string, [source: string, message: string]> = {
+      "throws.mjs": ["throw new Error(\"boom\")", "cannot load the flow catalog"],
+      "flows-number.mjs": ["export const flows = 42", "flows: must be an array of flows made with Flow.make"],
+      "flows-shape.mjs": ["export const flows = [{ id: \"x\" }]", "flows[0]: must be a flow made with Flow.make"],
+      "migrations.mjs": ["export const migrations = \"0001\"", "migrations: must be an array of migration sets"],
+      "offset.mjs": ["export const migrations = [{ idOffset: 5 }]", "migrations[0].idOffset: application migration sets must use an idOffset of 10000 or more"],
+      "principal.mjs": ["export const principal = { id: \"\", kind: \"operator\" }", "principal: id and kind must be non-empty strings"],
+      "default.mjs": ["export default 5", "the module must export flows, migrations, approvalAuthority or principal"]
+    }
+    const configs = tempDir()
+    for (const [name, [source]] of Object.entries(modules)) fs.writeFileSync(path.join(configs, name), source + "\n")
+    const before = snapshot(dir)
+    for (const [name, [, message]] of Object.entries(modules)) {
+      const file = path.join(configs, name)
+      for (const verb of [["runs"], ["plan", "index-dir", "--input", "{}"]]) {
+        const result = await baton(...verb, "--db", db, "--config", file)
+        expect(result.code, `${name} ${verb[0]}`).toBe(2)
+        expect(result.stderr, name).toContain(message)
+        expect(result.stderr, name).toContain(file)
+      }
+    }
+    expect(snapshot(dir)).toEqual(before)
+  }, 120_000)
 
   it("a malformed --pg URL is usage (2) naming --pg", async () => {
     for (const value of ["not a url", "postgres://u@[bad/d"]) {

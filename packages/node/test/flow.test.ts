@@ -105,6 +105,12 @@ describe("Flow and NodeRuntime.layerTest", () => {
       expect(yield* build({ migrations: [{ namespace: "app", idOffset: 3000, migrations: {} }] }))
         .toMatchObject({ field: "migrations[0].idOffset" })
       expect(yield* build({ flows: [abc, abc] })).toMatchObject({ reason: "duplicate_flow", field: "flows[1].id" })
+      // Shapes from untyped callers (a JavaScript host, a --config module) are checked, not assumed.
+      expect(yield* build({ flows: 42 as never })).toMatchObject({ reason: "invalid_options", field: "flows" })
+      expect(yield* build({ flows: [{ id: "abc" }] as never })).toMatchObject({ field: "flows[0]" })
+      expect(yield* build({ migrations: {} as never })).toMatchObject({ field: "migrations" })
+      expect(yield* build({ migrations: [null] as never })).toMatchObject({ field: "migrations[0]" })
+      expect(yield* build({ principal: "alice" as never })).toMatchObject({ field: "principal" })
       const badVersion = Flow.make({ ...abcDefinition, version: "" })
       expect(yield* build({ flows: [badVersion] })).toMatchObject({ field: "flows[0].version" })
       const badId = Flow.make({ ...abcDefinition, id: "Bad Id" })

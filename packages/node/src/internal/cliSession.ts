@@ -15,6 +15,7 @@ import * as nodePath from "node:path"
 import { pathToFileURL } from "node:url"
 import type * as Flow from "../Flow.js"
 import * as NodeRuntime from "../NodeRuntime.js"
+import * as RuntimeOptions from "./runtimeOptions.js"
 import { checkPgUrl, CliFailure, wrongDialect } from "./cliFailure.js"
 import * as Parse from "./cliParse.js"
 
@@ -106,9 +107,28 @@ export const loadCatalog = (globals: Globals): Effect.Effect<Catalog | undefined
         message: `cannot load the flow catalog ${file}: ${error instanceof Error ? error.message : String(error)}`
       })
   }).pipe(
-    Effect.map((module) => (module["default"] ?? module) as Catalog)
+    Effect.map((module) => (module["default"] ?? module) as Catalog),
+    Effect.tap((catalog) => checkCatalog(file, catalog))
   )
 }
+
+/** A loaded catalog with a wrong shape is a config that fails to load (exit 2), naming the field. */
+const checkCatalog = (file: string, catalog: Catalog) =>
+  Effect.gen(function*() {
+    if (typeof catalog !== "object" || catalog === null) {
+      return yield* invalidCatalog(file, "the module must export flows, migrations, approvalAuthority or principal")
+    }
+    if (catalog.flows !== undefined) yield* RuntimeOptions.validateCatalog(catalog.flows)
+    if (catalog.migrations !== undefined) yield* RuntimeOptions.validateMigrations(catalog.migrations)
+    yield* RuntimeOptions.validatePrincipal(catalog.principal)
+    const authority = catalog.approvalAuthority
+    if (authority !== undefined && (typeof authority !== "object" || authority === null)) {
+      return yield* invalidCatalog(file, "approvalAuthority: must be an ApprovalAuthority service object")
+    }
+  }).pipe(Effect.catchTag("@baton/node/NodeRuntimeError", (error) => invalidCatalog(file, error.message)))
+
+const invalidCatalog = (file: string, message: string) =>
+  Effect.fail(new CliFailure({ exitCode: 2, code: "config", message: `invalid flow catalog ${file}: ${message}` }))
 
 /** The library migration sets every Baton database composes, before the application's. */
 export const librarySets: ReadonlyArray<Migrations.MigrationSet> = [

@@ -62,8 +62,13 @@ const millis = (field: string, input: Duration.DurationInput | undefined, fallba
 /** Catalog rules: every flow valid (field `flows[i].<field>`), ids unique (`duplicate_flow`). */
 export const validateCatalog = (flows: ReadonlyArray<Flow.Any>, field = "flows") =>
   Effect.gen(function*() {
+    // Catalogs also come from user modules (`--config`), so the shapes are checked, not assumed.
+    if (!Array.isArray(flows)) return yield* fail(field, "must be an array of flows made with Flow.make")
     const seen = new Set<string>()
     for (const [index, flow] of flows.entries()) {
+      if (typeof flow !== "object" || flow === null || typeof flow.handler !== "function") {
+        return yield* fail(`${field}[${index}]`, "must be a flow made with Flow.make")
+      }
       const issue = Flow.issue(flow)
       if (issue !== undefined) return yield* fail(`${field}[${index}].${issue.field}`, issue.message)
       if (seen.has(flow.id)) {
@@ -73,6 +78,29 @@ export const validateCatalog = (flows: ReadonlyArray<Flow.Any>, field = "flows")
     }
     return flows
   })
+
+/** Application migration sets: an array of sets, each with an `idOffset` of 10000 or more. */
+export const validateMigrations = (migrations: ReadonlyArray<Migrations.MigrationSet>) =>
+  Effect.gen(function*() {
+    if (!Array.isArray(migrations)) return yield* fail("migrations", "must be an array of migration sets")
+    for (const [index, set] of migrations.entries()) {
+      if (typeof set !== "object" || set === null) return yield* fail(`migrations[${index}]`, "must be a migration set")
+      if (!Number.isSafeInteger(set.idOffset) || set.idOffset < 10_000) {
+        return yield* fail(`migrations[${index}].idOffset`, "application migration sets must use an idOffset of 10000 or more")
+      }
+    }
+    return migrations
+  })
+
+/** The default principal, when given: `{ id, kind }`, both non-empty strings. */
+export const validatePrincipal = (principal: Options["principal"]) => {
+  if (principal === undefined) return Effect.void
+  if (typeof principal !== "object" || principal === null) return fail("principal", "must be an object { id, kind }")
+  const { id, kind } = principal
+  return typeof id !== "string" || id.length === 0 || typeof kind !== "string" || kind.length === 0
+    ? fail("principal", "id and kind must be non-empty strings")
+    : Effect.void
+}
 
 export const validate = (options: Options): Effect.Effect<Validated, NodeRuntimeError> =>
   Effect.gen(function*() {
@@ -102,19 +130,9 @@ export const validate = (options: Options): Effect.Effect<Validated, NodeRuntime
         return yield* fail("takeOverHungOwnersAfter", `must be at least ${minimum / 1000} seconds (twice the stale-after)`)
       }
     }
-    const migrations = options.migrations ?? []
-    for (const [index, set] of migrations.entries()) {
-      if (!Number.isSafeInteger(set.idOffset) || set.idOffset < 10_000) {
-        return yield* fail(`migrations[${index}].idOffset`, "application migration sets must use an idOffset of 10000 or more")
-      }
-    }
+    const migrations = yield* validateMigrations(options.migrations ?? [])
     const flows = yield* validateCatalog(options.flows ?? [])
-    if (options.principal !== undefined) {
-      const { id, kind } = options.principal
-      if (typeof id !== "string" || id.length === 0 || typeof kind !== "string" || kind.length === 0) {
-        return yield* fail("principal", "id and kind must be non-empty strings")
-      }
-    }
+    yield* validatePrincipal(options.principal)
     return {
       mode,
       readOnly,
