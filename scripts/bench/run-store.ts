@@ -23,6 +23,7 @@ interface Result {
   readonly count: number
   readonly ms: number
   readonly cpuMs?: number
+  readonly machineBusy?: number
 }
 
 const measure = (args: ReadonlyArray<string>): Promise<Result> =>
@@ -48,6 +49,8 @@ const row = (what: string, value: number, ratio: string) => {
 }
 
 const LIFECYCLES = Number(process.env["BATON_BENCH_LIFECYCLES"] ?? 60)
+/** Timed heartbeats per measurement (spread over the runs), enough for a steady rate. */
+const HEARTBEATS = Number(process.env["BATON_BENCH_HEARTBEATS"] ?? 4000)
 
 // SQLite: one process through the stores versus the raw floor, then 4 processes.
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), "run-store-bench-"))
@@ -75,8 +78,8 @@ if (pgUrl !== undefined) {
     const pgRaw = await measure([...target, "raw", String(LIFECYCLES), "raw"])
     row("PostgreSQL lifecycles (stores)", rate(pgOne), `ratio to raw floor ${(rate(pgOne) / rate(pgRaw)).toFixed(3)}`)
     row("PostgreSQL lifecycles, raw node-postgres floor", rate(pgRaw), "1")
-    const hb1 = await measure([...target, "heartbeats", "400", "1"])
-    const hb8 = await measure([...target, "heartbeats", "400", "8"])
+    const hb1 = await measure([...target, "heartbeats", String(HEARTBEATS), "1"])
+    const hb8 = await measure([...target, "heartbeats", String(HEARTBEATS), "8"])
     row("PostgreSQL heartbeats, 1 connection, 1 run", rate(hb1), "1")
     row("PostgreSQL heartbeats, 8 connections, 8 runs", rate(hb8), `ratio to 1 connection ${(rate(hb8) / rate(hb1)).toFixed(2)}`)
     // One Node process runs on one core: with 8 connections it can at best spend all of its
@@ -87,6 +90,13 @@ if (pgUrl !== undefined) {
           `${(hb8.cpuMs / hb8.count).toFixed(2)} ms with 8; latency per heartbeat with 1 connection ` +
           `${(hb1.ms / hb1.count).toFixed(2)} ms; one-core ceiling of the 8-connection gain ≈ ` +
           `${(hb1.ms / hb8.cpuMs * hb8.count / hb1.count).toFixed(2)}×)\n`
+      )
+    }
+    // The database server shares the machine: when every core is busy, more connections cannot help.
+    if (hb1.machineBusy !== undefined && hb8.machineBusy !== undefined) {
+      process.stdout.write(
+        `(machine CPU busy over the timed part: ${(hb1.machineBusy * 100).toFixed(0)}% of ${os.cpus().length} cores ` +
+          `with 1 connection, ${(hb8.machineBusy * 100).toFixed(0)}% with 8)\n`
       )
     }
   } finally {
