@@ -64,7 +64,6 @@ export const waitForSignal = <A, AE>(
     }
     const { runtime, journal } = state.services
     const runId = state.run.runId
-    const token = ControlExecutor.waitToken(state.run.flowId, runId, name, 1)
     const deliver = (command: ControlRuntime.SignalCommand) =>
       Effect.gen(function*() {
         const decoded = yield* Effect.either(decode(command.signal.payload))
@@ -84,11 +83,20 @@ export const waitForSignal = <A, AE>(
         )
         return { value: decoded.right }
       })
-    const bound = (yield* runtime.signalCommands({ runId, waitToken: token }))
-      .filter((command) => command.state !== "rejected")
-    for (const command of bound) {
-      const answer = yield* deliver(command)
-      if (answer !== undefined) return answer.value
+    // A token binds at most one command, ever (control.md 12), and a refused one keeps holding it.
+    // So the wait stays open under its next attempt's token (`#2`, `#3`, …): walk the attempts whose
+    // token is already bound, answering from the first bound command the schema accepts, up to the
+    // first unbound token, which is this wait's open token.
+    let attempt = 1
+    let token = ControlExecutor.waitToken(state.run.flowId, runId, name, attempt)
+    for (;;) {
+      const [command] = yield* runtime.signalCommands({ runId, waitToken: token, limit: 1 })
+      if (command === undefined) break
+      if (command.state === "pending" || command.state === "delivered") {
+        const answer = yield* deliver(command)
+        if (answer !== undefined) return answer.value
+      }
+      token = ControlExecutor.waitToken(state.run.flowId, runId, name, ++attempt)
     }
     const unbound = yield* runtime.signalCommands({ runId, name, waitToken: null, state: "pending" })
     for (const command of unbound) {
@@ -96,6 +104,7 @@ export const waitForSignal = <A, AE>(
       if (got !== token) continue
       const answer = yield* deliver({ ...command, token })
       if (answer !== undefined) return answer.value
+      token = ControlExecutor.waitToken(state.run.flowId, runId, name, ++attempt)
     }
     return yield* park(state, "event", name, token, options?.request)
   }).pipe(

@@ -88,11 +88,23 @@ export const deliverSignal = (
       }).pipe(Effect.as(true), Effect.catchTag("Unauthorized", () => Effect.succeed(false)))
       if (!authorized) return "refused" as const
     }
+    // Already bound to this wait by an earlier offer: its resume was requested then; the drive settles it.
+    if (input.token === wait.token && wait.reason !== "approval") return "unknown" as const
     const bound = yield* runtime.bindSignal(input.commandId, wait.token)
-    if (bound !== wait.token) return "no-match" as const
+    if (bound !== wait.token) {
+      // The wait's token is held by a command no drive has judged yet: its payload may still be
+      // refused by the wait's schema, which reopens the wait, so offer this one again later.
+      const [holder] = yield* runtime.signalCommands({ runId: wait.runId, waitToken: wait.token, limit: 1 })
+      return bound === null && wait.reason !== "approval" && holder?.state === "pending"
+        ? "unknown" as const
+        : "no-match" as const
+    }
     const sequence = yield* runtime.requestResume(wait.runId)
     yield* takeUp(core, wait.runId, { sequence, requestedAtMs: Number.MAX_SAFE_INTEGER }, "signal")
-    return "delivered" as const
+    // A signal wait checks the payload against its schema only in the drive, which then settles the
+    // command `delivered` or `rejected` (node.md 5.4): settling it `delivered` here would overtake a
+    // refusal. An approval wait has no schema, and its drive does not read signals.
+    return wait.reason === "approval" ? "delivered" as const : "unknown" as const
   }).pipe(
     Effect.catchAll((error) =>
       error._tag === "PersistenceError" ? Effect.fail(error) : Effect.succeed("unknown" as const)
