@@ -4,6 +4,7 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import { describe, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { runtimeContract } from "./fixtures/runtimeContract.js"
+import { runtimeSignals } from "./fixtures/runtimeSignals.js"
 import { pgShared, resetRuntime } from "./fixtures/runtimeSupport.js"
 import { sqlRuntimeChecks } from "./fixtures/sqlRuntimeChecks.js"
 
@@ -20,6 +21,7 @@ const readOnlySchema = Effect.gen(function*() {
 describe.skipIf(url === undefined)("PostgreSQL", () => {
   layer(pgShared(url!), { timeout: 120_000 })((it) => {
     runtimeContract("postgres", resetRuntime(), it)
+    runtimeSignals("postgres", resetRuntime(), it)
     sqlRuntimeChecks("postgres", resetRuntime(), readOnlySchema, it)
   })
 })

@@ -2,12 +2,16 @@ import * as SqlJournal from "@baton/journal/SqlJournal"
 import * as TestJournal from "@baton/journal/TestJournal"
 import { Layer } from "effect"
 import { freshLayer, runtimeContract } from "./fixtures/runtimeContract.js"
+import { runtimeSignals } from "./fixtures/runtimeSignals.js"
 import { memoryRuntime, sqliteRuntime } from "./fixtures/runtimeSupport.js"
 
 // Each runtime reads cancel evidence from a journal beside it: the memory runtime from the journal in
 // its layer's context, the SQL runtime from the journal's table in its own database.
-runtimeContract(
-  "memory",
-  freshLayer(() => Layer.provideMerge(memoryRuntime({ principal: { id: "local", kind: "operator" } }), TestJournal.layer()))
+const memory = freshLayer(() =>
+  Layer.provideMerge(memoryRuntime({ principal: { id: "local", kind: "operator" } }), TestJournal.layer())
 )
-runtimeContract("sqlite", freshLayer(() => Layer.provideMerge(SqlJournal.layer(), sqliteRuntime())))
+const sqlite = freshLayer(() => Layer.provideMerge(SqlJournal.layer(), sqliteRuntime()))
+runtimeContract("memory", memory)
+runtimeContract("sqlite", sqlite)
+runtimeSignals("memory", memory)
+runtimeSignals("sqlite", sqlite)

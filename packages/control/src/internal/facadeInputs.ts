@@ -3,6 +3,7 @@
  */
 import { Schema } from "effect"
 import * as ControlSchema from "../ControlSchema.js"
+import { AdmittedSignal } from "./runtimeChecks.js"
 import { AdmittedBudget } from "./runtimePlanning.js"
 
 const Text = (max: number) =>
@@ -73,7 +74,7 @@ export const SteerInput = Schema.Struct({
 
 export const SignalInput = Schema.Struct({
   runId: Id,
-  signal: ControlSchema.SignalPayload,
+  signal: AdmittedSignal,
   idempotencyKey: Schema.String,
   principal: Schema.optional(PrincipalInput)
 })

@@ -113,8 +113,23 @@ const checkStored = <A, I>(field: string, schema: Schema.Schema<A, I>) => {
   }
 }
 
+/**
+ * The rule of a signal's name. control.md gives `SignalPayload.name` no bounds of its own; a signal only
+ * ever answers a wait, and wait names (the node executor's step-name rule) are 1..200 characters, so a
+ * name outside that can never match and is refused at admission instead of queued forever.
+ */
+export const signalNameRule = "must be 1 to 200 well-formed characters"
+
+/** A signal name: 1..200 UTF-16 units (NUL and lone surrogates are refused by the canonical check first). */
+export const SignalName = Schema.String.pipe(Schema.minLength(1), Schema.maxLength(200)).annotations({
+  message: () => ({ message: signalNameRule, override: true })
+})
+
+/** A signal as admitted (facade and runtime alike): the stored shape with the name rule. */
+export const AdmittedSignal = Schema.Struct({ name: SignalName, payload: SignalPayloadSchema.fields.payload })
+
 const checkSteerMessage = checkStored("message", SteerMessageSchema)
-const checkSignalPayload = checkStored("signal", SignalPayloadSchema)
+const checkSignalPayload = checkStored("signal", AdmittedSignal)
 const checkPrincipal = checkStored("principal", PrincipalSchema)
 
 /** `appendSteer`'s arguments, checked before anything is read or written. */

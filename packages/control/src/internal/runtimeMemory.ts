@@ -163,6 +163,9 @@ export const makeMemory = (options: MemoryOptions, journal?: Journal.Service): E
           return cancellation === undefined ? summary : { ...summary, cancellation }
         })
     const newFence = () => `fence-${next("fence")}`
+    const settleSignalsOf = (runId: string) => {
+      for (const row of signals) if (row.runId === runId && row.state === "pending") row.state = "terminal"
+    }
     const transition = (run: MemoryRun, status: RunStatus) =>
       Effect.map(now, (at) => {
         const storeStatus = storeStatusOf(status)
@@ -177,6 +180,8 @@ export const makeMemory = (options: MemoryOptions, journal?: Journal.Service): E
         run.storeStatus = storeStatus
         if (storeStatus !== "running") run.fence = undefined
         if (storeStatus !== "suspended") run.wait = undefined
+        // A finished run settles its pending signals with it: nothing can deliver them anymore.
+        if (isTerminalStatus(status)) settleSignalsOf(run.summary.runId)
         return project(run)
       })
     const fenced = (runId: string, fence: string) =>
@@ -443,10 +448,12 @@ export const makeMemory = (options: MemoryOptions, journal?: Journal.Service): E
           messages.push({ seq: next("message"), runId, kind: "signal", payload: clone(signal) })
         })),
       admitSignal: (commandId, runId, signal, principal) =>
-        Effect.zipRight(checkSignal({ commandId, runId }, signal, principal), requireRun(runId)).pipe(Effect.map(() => {
+        Effect.zipRight(checkSignal({ commandId, runId }, signal, principal), requireRun(runId)).pipe(Effect.map((run) => {
           const seq = next("signal")
           if (findSignal(commandId) !== undefined) return
           signals.push({ seq, commandId, runId, signal: clone(signal), token: null, state: "pending", principal: clone(principal) })
+          // A run that already finished answers no signal (the facade answers `Terminal` before this).
+          if (isTerminalStatus(run.summary.status)) settleSignalsOf(runId)
         })),
       signalCommand: (commandId) =>
         Effect.sync(() => {

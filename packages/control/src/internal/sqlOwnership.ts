@@ -14,6 +14,7 @@ import { fenceOf, ownerOf, persist } from "./sqlContext.js"
 import { projectRows } from "./sqlProjection.js"
 import type { RunRow, StoreStatus } from "./sqlRows.js"
 import { durableSummary, readRow, requireRow, storeStatusOf, summaryOf } from "./sqlRows.js"
+import { settleSignalsOfFinishedRun } from "./sqlSignals.js"
 
 type Adopted = { readonly executionDigest?: string | undefined; readonly engineVersion?: string | undefined }
 
@@ -44,7 +45,15 @@ export const makeOwnership = (ctx: SqlContext) => {
         ...(store === "running" && ownerId !== undefined ? { ownerId } : {}),
         ...(parks ? { parkedBy: fenceOf(owner) } : {})
       }
-      const outcome = yield* ctx.store.transitionOwned(runId, owner, store, JSON.stringify(next)).pipe(persist("transition a run"))
+      const write = ctx.store.transitionOwned(runId, owner, store, JSON.stringify(next)).pipe(persist("transition a run"))
+      // A finished run settles its pending signals in the same write: nothing can deliver them anymore.
+      const outcome = yield* isTerminalStatus(status)
+        ? ctx.write(
+          runId,
+          "finish a run",
+          Effect.tap(write, (done) => done._tag === "Transitioned" ? settleSignalsOfFinishedRun(ctx, runId) : Effect.void)
+        )
+        : write
       switch (outcome._tag) {
         case "Transitioned":
           return next

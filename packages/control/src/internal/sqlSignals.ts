@@ -57,6 +57,18 @@ const commandOf = (row: SignalRow): SignalCommand | undefined => {
 
 const signalColumns = "seq, command_id, run_id, payload_json, wait_token, state, principal_json"
 
+/** True for a run-store status no run leaves again. */
+const isFinishedStoreStatus = (status: string | null | undefined) =>
+  status === "completed" || status === "failed" || status === "cancelled"
+
+/**
+ * Settles every pending signal command of a finished run `terminal`: no wait of it can open again, so
+ * nothing would ever deliver or reject them. Run it inside the write that finishes the run (keyed by
+ * `runId`), so the run and its signal inbox settle in one transaction.
+ */
+export const settleSignalsOfFinishedRun = (ctx: SqlContext, runId: string) =>
+  ctx.sql`UPDATE control_signal_commands SET state = 'terminal' WHERE run_id = ${runId} AND state = 'pending'`
+
 /** Signal, steer, delegation and idempotency operations bound to one runtime context. */
 export const makeSignals = (ctx: SqlContext) => {
   const { sql } = ctx
@@ -81,6 +93,10 @@ export const makeSignals = (ctx: SqlContext) => {
             VALUES (${seq}, ${commandId}, ${runId}, ${JSON.stringify(signal)}, NULL, 'pending',
               ${principal === undefined ? null : JSON.stringify(principal)})
             ON CONFLICT (command_id) DO NOTHING`
+          // A run that already finished answers no signal: its commands are settled at once (the
+          // facade answers `Terminal` before admitting; this covers callers of the port).
+          const [run] = yield* sql<{ status: string }>`SELECT status FROM flows_runs WHERE run_id = ${runId}`
+          if (isFinishedStoreStatus(run?.status)) yield* settleSignalsOfFinishedRun(ctx, runId)
         })
       )
     })
@@ -104,10 +120,15 @@ export const makeSignals = (ctx: SqlContext) => {
       sql`UPDATE control_signal_commands SET state = 'rejected' WHERE command_id = ${row.command_id} AND state = 'pending'`
     ).pipe(Effect.zipRight(Effect.logWarning(`signal command ${row.command_id} of run ${row.run_id} does not decode; rejected`)))
 
+  const settleFinished = (runId: string) =>
+    ctx.write(runId, "settle the signals of a finished run", settleSignalsOfFinishedRun(ctx, runId))
+
   const pendingSignals = Effect.gen(function*() {
     const read = (after: number) =>
-      sql<SignalRow>`SELECT ${columns} FROM control_signal_commands WHERE state = 'pending' AND seq > ${after}
-        ORDER BY seq LIMIT 100`
+      sql<SignalRow & { readonly run_status: string | null }>`SELECT c.seq, c.command_id, c.run_id, c.payload_json,
+          c.wait_token, c.state, c.principal_json, r.status AS run_status
+        FROM control_signal_commands c LEFT JOIN flows_runs r ON r.run_id = c.run_id
+        WHERE c.state = 'pending' AND c.seq > ${after} ORDER BY c.seq LIMIT 100`
     let rows = yield* read(cursor)
     if (rows.length === 0 && cursor !== 0) {
       cursor = 0
@@ -115,7 +136,15 @@ export const makeSignals = (ctx: SqlContext) => {
     }
     cursor = rows.length === 0 ? 0 : Number(rows.at(-1)!.seq)
     const out: Array<SignalCommand> = []
+    const finished = new Set<string>()
     for (const row of rows) {
+      // Commands of a run that finished without settling them (rows written before runs settled their
+      // inbox, or a run finished outside control) would be offered forever: settle them `terminal`.
+      if (isFinishedStoreStatus(row.run_status)) {
+        if (!finished.has(row.run_id)) yield* settleFinished(row.run_id)
+        finished.add(row.run_id)
+        continue
+      }
       const command = commandOf(row)
       if (command === undefined) yield* quarantine(row)
       else out.push(command)
