@@ -29,7 +29,8 @@ export type Json = JsonValue
 
 /**
  * Misuse of the step API (a defect that fails the run with its message). Codes:
- * `invalid_name`, `duplicate_step`, `result_not_json`, `result_mismatch`, `outside_run`.
+ * `invalid_name`, `invalid_options`, `duplicate_step`, `result_not_json`, `result_mismatch`,
+ * `outside_run`.
  *
  * @since 0.1.0
  * @category errors
@@ -62,8 +63,13 @@ export type StepContext = Steps.StepContext
  * - `result`: the storage encoding of the result (its encoded side must be JSON); default: the
  *   result must itself be JSON;
  * - `commit`: SQL writes committed atomically with the fenced completion (exactly once per run);
- * - `summarize`: a JSON detail (≤ 1 KiB) for the `baton.step.completed` entry;
- * - `retry`: `times` more attempts after a failure, `delay` between them.
+ * - `summarize`: a JSON detail (≤ 1 KiB of UTF-8) for the `baton.step.completed` entry; a detail
+ *   that is not JSON or is larger is left out, with a warning naming the step and the rule;
+ * - `retry`: `times` (a non-negative integer) more attempts after a failure, `delay` (a finite,
+ *   non-negative duration) between them.
+ *
+ * Options of other shapes fail the run with `StepMisuse` `invalid_options` naming the option,
+ * before the step writes anything.
  *
  * @since 0.1.0
  * @category models

@@ -3,7 +3,7 @@ import type * as AttemptStore from "@baton/run-store/AttemptStore"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Cause, Clock, Context, Duration, Effect, Exit, Fiber, Option, Schema } from "effect"
 import * as crypto from "node:crypto"
-import { isJson, jsonIssue } from "./executorJson.js"
+import { jsonIssue } from "./executorJson.js"
 import { durable, failJournal, flushLossy, lossy } from "./executorJournal.js"
 import { StepMisuse } from "./executorMisuse.js"
 import { type DriveState, endDrive } from "./executorState.js"
@@ -46,6 +46,76 @@ export const checkName = (state: DriveState, name: string, kind: string): Effect
   state.usedNames.add(key)
   return Effect.void
 }
+
+const describe = (value: unknown): string => {
+  if (typeof value === "string") return JSON.stringify(value)
+  if (typeof value === "number" || typeof value === "boolean" || value === null || value === undefined) return String(value)
+  if (typeof value === "bigint") return `${value}n`
+  if (Duration.isDuration(value)) return String(value)
+  if (typeof value === "function") return "a function"
+  return Array.isArray(value) ? "an array" : typeof value === "object" ? "an object" : `a ${typeof value}`
+}
+
+/**
+ * `Step.run` options, checked before anything of the step is written (node.md 5.2): `result` a
+ * Schema; `commit` and `summarize` functions; `retry.times` a non-negative integer; `retry.delay` a
+ * finite, non-negative duration. Anything else → `invalid_options` naming the option and the rule.
+ */
+export const checkOptions = (name: string, options: unknown): Effect.Effect<void> => {
+  if (options === undefined) return Effect.void
+  const refuse = (option: string, rule: string, got: unknown) =>
+    misuse("invalid_options", name, `step ${name}: option ${option} must be ${rule} (got ${describe(got)})`)
+  if (typeof options !== "object" || options === null) return refuse("options", "an object", options)
+  const { commit, result, retry, summarize } = options as Record<string, unknown>
+  if (result !== undefined && !Schema.isSchema(result)) return refuse("result", "a Schema", result)
+  if (commit !== undefined && typeof commit !== "function") return refuse("commit", "a function", commit)
+  if (summarize !== undefined && typeof summarize !== "function") return refuse("summarize", "a function", summarize)
+  if (retry === undefined) return Effect.void
+  if (typeof retry !== "object" || retry === null) return refuse("retry", "an object { times, delay? }", retry)
+  const { delay, times } = retry as Record<string, unknown>
+  if (typeof times !== "number" || !Number.isSafeInteger(times) || times < 0) {
+    return refuse("retry.times", "a non-negative integer", times)
+  }
+  if (delay !== undefined) {
+    const decoded = Duration.decodeUnknown(delay)
+    if (
+      Option.isNone(decoded) || !Duration.isFinite(decoded.value) ||
+      (typeof delay === "number" && !(delay >= 0)) || (typeof delay === "bigint" && delay < 0n)
+    ) {
+      return refuse("retry.delay", "a finite, non-negative Duration", delay)
+    }
+  }
+  return Effect.void
+}
+
+/** The 1 KiB ceiling of a `summarize` detail (UTF-8 bytes of its JSON). */
+const summaryLimit = 1024
+
+/**
+ * The `summarize` detail of a completed step, or `undefined`. The step's work is done and its
+ * result is good, so a detail that is not JSON or exceeds 1 KiB does not fail the run: it is left
+ * out of `baton.step.completed` with a warning naming the step and the rule.
+ */
+const summaryOf = <A>(
+  state: DriveState,
+  name: string,
+  value: A,
+  summarize: ((value: A) => Json) | undefined
+): Effect.Effect<Json | undefined> =>
+  Effect.suspend(() => {
+    const detail = summarize === undefined ? undefined : summarize(value)
+    if (detail === undefined) return Effect.succeed(undefined)
+    const issue = jsonIssue(detail, "summary")
+    const bytes = issue === undefined ? Buffer.byteLength(JSON.stringify(detail), "utf8") : 0
+    if (issue === undefined && bytes <= summaryLimit) return Effect.succeed(detail)
+    const rule = issue === undefined
+      ? `must be at most ${summaryLimit} bytes of JSON (got ${bytes})`
+      : `must be JSON (${issue})`
+    return Effect.logWarning(`the summary of step ${name} ${rule}; baton.step.completed carries no detail`).pipe(
+      Effect.annotateLogs({ runId: state.run.runId, step: name }),
+      Effect.as(undefined)
+    )
+  })
 
 /**
  * `{ tag?, message }` of a failure, at most 4 KiB. A tagged error without a message is described
@@ -167,8 +237,7 @@ const complete = <A, AE>(
     if (issue !== undefined) {
       return yield* misuse("result_not_json", name, `the result of step ${name} is not JSON (${issue})`)
     }
-    let detail: Json | undefined = options?.summarize === undefined ? undefined : options.summarize(value)
-    if (detail !== undefined && (!isJson(detail) || JSON.stringify(detail).length > 1024)) detail = undefined
+    const detail = yield* summaryOf(state, name, value, options?.summarize)
     const now = yield* Clock.currentTimeMillis
     const durationMs = Number((((yield* Clock.currentTimeNanos) - startedNanos) / 1_000_000n))
     const { attempts, journal, sql } = state.services
@@ -311,8 +380,17 @@ const attemptOnce = <A, E, R, AE>(
         Effect.provideService(body, StepContext, { name, attempt, resumeFrom }) as Effect.Effect<A, E, Exclude<R, StepContext>>
       ))
       if (Exit.isSuccess(exit)) {
-        yield* restore(complete(state, name, digest, attempt, exit.value, startedNanos, Option.isSome(resumeFrom), options))
-        return exit.value
+        const completed = yield* Effect.exit(restore(
+          complete(state, name, digest, attempt, exit.value, startedNanos, Option.isSome(resumeFrom), options)
+        ))
+        if (Exit.isSuccess(completed)) return exit.value
+        // A result refused as misuse (not JSON) or a failed `commit` fails the run: the attempt ends
+        // `failed` as a failing body's does, rather than staying `running` for ever. An interruption
+        // (fence or storage lost) leaves it to the next drive, as during the body.
+        if (!Cause.isInterrupted(completed.cause)) {
+          yield* restore(recordFailure(state, name, digest, attempt, completed.cause))
+        }
+        return yield* Effect.failCause(completed.cause)
       }
       if (Cause.isInterruptedOnly(exit.cause)) {
         yield* finishInterrupted(state, digest, attempt)
@@ -332,6 +410,7 @@ export const runStep = <A, E, R, AE>(
 ): Effect.Effect<A, E, Exclude<R, StepContext>> =>
   Effect.gen(function*() {
     yield* checkName(state, name, "step")
+    yield* checkOptions(name, options)
     if (state.stopping()) return yield* endDrive(state, "shutdown")
     const digest = stepDigest(name)
     const latest = state.latest.get(digest)
@@ -361,7 +440,7 @@ export const runStep = <A, E, R, AE>(
         resumeFrom = latest.checkpoint === undefined ? Option.none() : Option.some(latest.checkpoint as Json)
       }
     }
-    const times = Math.max(0, Math.floor(options?.retry?.times ?? 0))
+    const times = options?.retry?.times ?? 0
     for (let tried = 0;; tried++) {
       const exit = yield* Effect.exit(attemptOnce(state, name, digest, attempt, resumeFrom, body, options))
       if (Exit.isSuccess(exit)) return exit.value
