@@ -7,6 +7,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import * as Journal from "@baton/journal/Journal"
 import * as AttemptStore from "@baton/run-store/AttemptStore"
+import * as SqlClient from "@effect/sql/SqlClient"
 import { Duration, Effect, Layer, Logger, Schema } from "effect"
 import * as Flow from "../src/Flow.js"
 import * as NodeRuntime from "../src/NodeRuntime.js"
@@ -72,6 +73,22 @@ describe("Step.run results and options", () => {
     }).pipe(Effect.provide(NodeRuntime.layerTest({
       ...fast,
       flows: [simple("encode", () => Step.run("b", Effect.succeed(-1), { result: Schema.NonNegative as never }))]
+    }))))
+
+  it.live("a commit that fails (not storage trouble) fails the run and ends the attempt failed", () =>
+    Effect.gen(function*() {
+      const { message, runId } = yield* failedWith("commit-fails")
+      expect(message).toContain("SqlError")
+      expect((yield* attemptsOf(runId, "b")).map((a) => a.state)).toEqual(["failed"])
+      const types = (yield* entriesOf(runId)).map((e) => e.eventType)
+      expect(types).toContain("baton.step.failed")
+      expect(types).not.toContain("baton.step.completed")
+    }).pipe(Effect.provide(NodeRuntime.layerTest({
+      ...fast,
+      flows: [simple("commit-fails", () =>
+        Step.run("b", Effect.succeed(1), {
+          commit: () => Effect.flatMap(SqlClient.SqlClient, (sql) => sql`INSERT INTO missing_table VALUES (1)`)
+        }))]
     }))))
 
   it.live("bad options fail the run with invalid_options naming the option; the step writes nothing", () =>
