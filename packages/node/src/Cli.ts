@@ -80,6 +80,8 @@ const verb = (
     readonly ids?: ReadonlyArray<readonly [argument: string, value: string]>
     /** Any other argument check that throws a usage `CliFailure`, run with `ids`. */
     readonly check?: () => unknown
+    /** The verb's `--key`, checked with `ids` (an empty key is usage naming --key). */
+    readonly key?: Option.Option<string>
     /**
      * The run the verb acts on. A catalog without that run's flow does not know its code, which is not
      * drift (node.md 6.1: the catalog serves `plan`; drift checks are then left to hosts): the verb
@@ -110,6 +112,7 @@ const verb = (
       yield* Effect.try({
         try: () => {
           options.ids?.forEach(([argument, value]) => Parse.id(argument, value))
+          if (options.key !== undefined) Option.map(options.key, Parse.key)
           options.check?.()
         },
         catch: (e) => e
@@ -276,9 +279,11 @@ const planCommand = Command.make("plan", {
 }, (o) => {
   let input: unknown = {}
   return verb(o, "write", (ctx) => Verbs.plan(ctx, o.flow, input, u(o.key)), {
+    key: o.key,
     before: (catalog) =>
       Verbs.requireFlow(catalog, o.flow).pipe(
         Effect.zipRight(Verbs.readInput(u(o.input), u(o.inputFile))),
+        Effect.tap((read) => Verbs.checkInput(catalog, o.flow, read)),
         Effect.map((read) => void (input = read))
       )
   })
@@ -299,18 +304,18 @@ const decideOptions = {
 }
 
 const approveCommand = Command.make("approve", decideOptions, (o) =>
-  verb(o, "write", (ctx) => Verbs.decide(ctx, "approve", o.target, { scope: u(o.scope), reason: u(o.reason), key: u(o.key) }), { check: () => Parse.approvalTarget(o.target), runOf: runOfTarget(o.target) }))
+  verb(o, "write", (ctx) => Verbs.decide(ctx, "approve", o.target, { scope: u(o.scope), reason: u(o.reason), key: u(o.key) }), { check: () => Parse.approvalTarget(o.target), key: o.key, runOf: runOfTarget(o.target) }))
   .pipe(Command.withDescription("approve a plan or a run's approval request"))
 
 const denyCommand = Command.make("deny", decideOptions, (o) =>
-  verb(o, "write", (ctx) => Verbs.decide(ctx, "deny", o.target, { scope: u(o.scope), reason: u(o.reason), key: u(o.key) }), { check: () => Parse.approvalTarget(o.target), runOf: runOfTarget(o.target) }))
+  verb(o, "write", (ctx) => Verbs.decide(ctx, "deny", o.target, { scope: u(o.scope), reason: u(o.reason), key: u(o.key) }), { check: () => Parse.approvalTarget(o.target), key: o.key, runOf: runOfTarget(o.target) }))
   .pipe(Command.withDescription("deny a plan or a run's approval request"))
 
 const launchCommand = Command.make("launch", {
   ...globalOptions,
   planId: Args.text({ name: "planId" }),
   key: Options.text("key").pipe(Options.optional)
-}, (o) => verb(o, "write", (ctx) => Verbs.launch(ctx, o.planId, u(o.key)), { ids: [["planId", o.planId]] }))
+}, (o) => verb(o, "write", (ctx) => Verbs.launch(ctx, o.planId, u(o.key)), { ids: [["planId", o.planId]], key: o.key }))
   .pipe(Command.withDescription("launch an approved plan; a host picks the run up"))
 
 const cancelCommand = Command.make("cancel", {
@@ -318,7 +323,7 @@ const cancelCommand = Command.make("cancel", {
   runId: Args.text({ name: "runId" }),
   reason: Options.text("reason").pipe(Options.optional),
   key: Options.text("key").pipe(Options.optional)
-}, (o) => verb(o, "write", (ctx) => Verbs.cancel(ctx, o.runId, { reason: u(o.reason), key: u(o.key) }), { ids: [["runId", o.runId]], runOf: o.runId }))
+}, (o) => verb(o, "write", (ctx) => Verbs.cancel(ctx, o.runId, { reason: u(o.reason), key: u(o.key) }), { ids: [["runId", o.runId]], key: o.key, runOf: o.runId }))
   .pipe(Command.withDescription("cancel a run"))
 
 const resumeCommand = Command.make("resume", {
@@ -326,7 +331,7 @@ const resumeCommand = Command.make("resume", {
   runId: Args.text({ name: "runId" }),
   allowCodeDrift: Options.boolean("allow-code-drift"),
   key: Options.text("key").pipe(Options.optional)
-}, (o) => verb(o, "write", (ctx) => Verbs.resume(ctx, o.runId, { allowCodeDrift: o.allowCodeDrift, key: u(o.key) }), { ids: [["runId", o.runId]], runOf: o.runId }))
+}, (o) => verb(o, "write", (ctx) => Verbs.resume(ctx, o.runId, { allowCodeDrift: o.allowCodeDrift, key: u(o.key) }), { ids: [["runId", o.runId]], key: o.key, runOf: o.runId }))
   .pipe(Command.withDescription("resume a released or parked run"))
 
 const signalCommand = Command.make("signal", {
@@ -338,6 +343,7 @@ const signalCommand = Command.make("signal", {
 }, (o) =>
   verb(o, "write", (ctx) => Verbs.signal(ctx, o.runId, o.name, u(o.payload), u(o.key)), {
     ids: [["runId", o.runId]],
+    key: o.key,
     runOf: o.runId,
     check: () => Option.map(o.payload, (text) => Parse.json("signal payload", text))
   }))

@@ -35,7 +35,8 @@ import type { Options as RuntimeOptions } from "./internal/runtimeOptions.js"
  * NodeRuntime options (node.md 4.1). Defaults: `filename` `"./baton.db"`, `mode` `"host"`,
  * `maxRuns` 4 (1..1024), `pollInterval` 1 s (100 ms..10 s), `shutdownGrace` 10 s (≤ 60 s),
  * `drainTimeout` 5 s (< `shutdownGrace`), `takeOverHungOwnersAfter` never (≥ 60 s when given),
- * application `migrations` with `idOffset` ≥ 10 000.
+ * application `migrations` with `idOffset` ≥ 10 000 (a multiple of 1000), unique namespaces and offsets
+ * and `"<1..999>_<name>"` keys, all checked before the database is opened or created.
  *
  * @since 0.1.0
  * @category models
@@ -44,7 +45,8 @@ export type Options = RuntimeOptions
 
 /**
  * PostgreSQL options: `url` (default Config `DATABASE_URL`), `schema` (default `"baton"`),
- * `maxConnections`, `clockSync` (re-anchor period of the database clock; default 15 s).
+ * `maxConnections` (a positive safe integer), `clockSync` (re-anchor period of the database clock;
+ * default 15 s, at least 1 s). Bad values fail `invalid_options` naming the option before the pool opens.
  *
  * @since 0.1.0
  * @category models

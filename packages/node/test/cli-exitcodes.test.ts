@@ -24,8 +24,8 @@ describe("cli exit codes", () => {
     const badPayload = await baton("signal", "run-1", "go", "{bad", "--db", missing)
     expect(badPayload.code).toBe(2)
     expect(badPayload.stderr).toMatch(/^baton: signal payload is not valid JSON: /)
-    // The argument checks passed: the missing file is still exit 5.
-    const good = await baton("plan", "index-dir", "--input", "{}", "--db", missing, "--config", configModule)
+    // The argument checks passed (the input is one the flow's schema accepts): the missing file is still exit 5.
+    const good = await baton("plan", "index-dir", "--input", `{"root":"."}`, "--db", missing, "--config", configModule)
     expect(good.code).toBe(5)
     expect(good.stderr).toContain(`no database at ${missing}`)
     expect(fs.readdirSync(dir)).toEqual([])

@@ -126,6 +126,21 @@ export const checkPgUrl = (value: string): void => {
   throw wrongDialect("", `, got ${got}`)
 }
 
+// Control refuses a plan or run key reused for another request with `InvalidInput` (its receipts answer
+// `Conflict` for the other verbs); both are the same idempotency conflict to a CLI user.
+const keyConflictIssue = /^idempotency key [\s\S]* was used for another (?:plan|run|mutation)$/
+
+/**
+ * An idempotency key reused for another request (node.md 6.3: `Conflict`, exit 4), from a `Conflict`
+ * receipt's message or control's `InvalidInput` for plan and run keys; `undefined` for anything else.
+ */
+export const keyConflict = (error: unknown): CliFailure | undefined => {
+  const issue = text(field(error, "issue")) ?? (field(error, "_tag") === "Conflict" ? text(field(error, "message")) : undefined)
+  return issue !== undefined && keyConflictIssue.test(issue)
+    ? new CliFailure({ exitCode: 4, code: "conflict", message: issue, hint: "pass another --key, or repeat the first request to replay it" })
+    : undefined
+}
+
 /** Maps any error a verb can meet to the failure the CLI prints (node.md 6.3). */
 export const fromError = (error: unknown, target: Target): CliFailure => {
   if (error instanceof CliFailure) return error
@@ -164,7 +179,7 @@ export const fromError = (error: unknown, target: Target): CliFailure => {
         hint: "baton plans"
       })
     case "invalid_input":
-      return new CliFailure({ exitCode: 2, code, message: text(field(error, "issue")) ?? messageOf(error) })
+      return keyConflict(error) ?? new CliFailure({ exitCode: 2, code, message: text(field(error, "issue")) ?? messageOf(error) })
     case "flow_not_found":
       return new CliFailure({ exitCode: 2, code, message: messageOf(error) })
     case "launch_failed":

@@ -121,7 +121,23 @@ const loneSurrogate = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\
  * byte, no unpaired surrogate. A bad id is a usage error (exit 2) naming the argument, not "not found".
  */
 export const id = (argument: string, value: string): string => {
-  const problem = value.length === 0
+  const problem = idProblem(value)
+  if (problem !== undefined) throw usage("invalid_id", `${argument} ${problem}`)
+  return value
+}
+
+/**
+ * `--key`: the same rule as ids (control's idempotency-key rule), checked before anything is opened so an
+ * empty or malformed key is a usage error naming --key, not an input refusal.
+ */
+export const key = (value: string): string => {
+  const problem = idProblem(value)
+  if (problem !== undefined) throw usage("invalid_key", `--key ${problem}`)
+  return value
+}
+
+const idProblem = (value: string): string | undefined =>
+  value.length === 0
     ? "must not be empty"
     : value.length > maxIdLength
     ? `must be at most ${maxIdLength} characters, got ${value.length}`
@@ -130,9 +146,6 @@ export const id = (argument: string, value: string): string => {
     : loneSurrogate.test(value)
     ? "must not contain an unpaired UTF-16 surrogate"
     : undefined
-  if (problem !== undefined) throw usage("invalid_id", `${argument} ${problem}`)
-  return value
-}
 
 /** An approval target: a plan id, or `runId:requestId` split at the first `:`. */
 export type ApprovalArg =
@@ -156,6 +169,7 @@ export const approvalTarget = (value: string): ApprovalArg => {
 export const hoistGlobals = (args: ReadonlyArray<string>, verbs: ReadonlyArray<string>): ReadonlyArray<string> => {
   const withValue = new Set(["--db", "--pg", "--schema", "--lock-wait", "--config", "--as"])
   const flags = new Set(["--json"])
+  const builtIns = new Set(["--help", "-h", "--version", "--wizard"])
   const before: Array<string> = []
   let i = 0
   while (i < args.length) {
@@ -173,6 +187,9 @@ export const hoistGlobals = (args: ReadonlyArray<string>, verbs: ReadonlyArray<s
     } else if (flags.has(arg)) {
       before.push(arg)
       i += 1
+    } else if (builtIns.has(arg)) {
+      // `baton --db x --help`: help and version need no globals, and @effect/cli reads them only first.
+      return args.slice(i)
     } else {
       return args
     }

@@ -204,7 +204,9 @@ export const runSummary = (
   }
   if (s.pendingResume !== undefined) pairs.push(["pending resume", `since ${Table.timestamp(s.pendingResume)}`])
   if (extra.result !== undefined) {
-    if (extra.result.state === "completed") pairs.push(["result", Table.truncate(JSON.stringify(extra.result.value), 400)])
+    if (extra.result.state === "completed") {
+      pairs.push(["result", "value" in extra.result ? Table.truncate(JSON.stringify(extra.result.value), 400) : "(none)"])
+    }
     else pairs.push(["error", Table.truncate(errorText(extra.result.error), 400)])
   }
   return Table.keyValues(pairs)

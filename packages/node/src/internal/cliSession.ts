@@ -4,9 +4,6 @@
  * `NodeRuntime` every verb runs in.
  */
 import * as Migrations from "@baton/database/Migrations"
-import * as ControlMigrations from "@baton/control/Migrations"
-import * as JournalMigrations from "@baton/journal/Migrations"
-import * as RunStoreMigrations from "@baton/run-store/Migrations"
 import type * as ApprovalAuthority from "@baton/control/ApprovalAuthority"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
@@ -49,6 +46,7 @@ export const resolveGlobals = (raw: RawGlobals, env: NodeJS.ProcessEnv = process
   const pg = raw.pg ?? (raw.db === undefined ? nonEmpty(env["BATON_PG_URL"]) : undefined)
   if (pg !== undefined) checkPgUrl(pg)
   const db = pg === undefined ? raw.db ?? nonEmpty(env["BATON_DB"]) ?? "./baton.db" : undefined
+  if (raw.schema !== undefined) checkSchema(raw.schema, pg !== undefined)
   return {
     json: raw.json,
     db,
@@ -57,6 +55,28 @@ export const resolveGlobals = (raw: RawGlobals, env: NodeJS.ProcessEnv = process
     lockWaitMs: raw.lockWait === undefined ? 5_000 : Parse.durationMs("--lock-wait", raw.lockWait),
     config: raw.config ?? nonEmpty(env["BATON_CONFIG"]),
     as: raw.as
+  }
+}
+
+/** PostgreSQL schema names the database package accepts (database.md §10: `PgDatabaseOptions.schema`). */
+const schemaPattern = /^[a-z_][a-z0-9_]{0,62}$/
+
+/** `--schema` names a PostgreSQL schema: usage (2) on SQLite, or when the name is malformed. */
+const checkSchema = (schema: string, postgres: boolean): void => {
+  if (!postgres) {
+    throw new CliFailure({
+      exitCode: 2,
+      code: "usage",
+      message: "--schema applies to PostgreSQL only; a SQLite database (--db) has no schemas",
+      hint: "pass --pg <url> with --schema, or drop --schema"
+    })
+  }
+  if (!schemaPattern.test(schema)) {
+    throw new CliFailure({
+      exitCode: 2,
+      code: "usage",
+      message: `--schema must be 1 to 63 characters of a-z, 0-9 and _, not starting with a digit; got ${JSON.stringify(schema)}`
+    })
   }
 }
 
@@ -131,11 +151,7 @@ const invalidCatalog = (file: string, message: string) =>
   Effect.fail(new CliFailure({ exitCode: 2, code: "config", message: `invalid flow catalog ${file}: ${message}` }))
 
 /** The library migration sets every Baton database composes, before the application's. */
-export const librarySets: ReadonlyArray<Migrations.MigrationSet> = [
-  JournalMigrations.set,
-  RunStoreMigrations.set,
-  ControlMigrations.set
-]
+export const librarySets = RuntimeOptions.librarySets
 
 /** How a verb opens the database. */
 export type Access = "read" | "write"

@@ -14,7 +14,8 @@ import * as Clock from "effect/Clock"
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import { createHash, randomUUID } from "node:crypto"
-import { CliFailure } from "./cliFailure.js"
+import * as Flow from "../Flow.js"
+import { CliFailure, keyConflict } from "./cliFailure.js"
 import * as Parse from "./cliParse.js"
 import * as Render from "./cliRender.js"
 import type { Catalog, Globals } from "./cliSession.js"
@@ -40,6 +41,10 @@ const principalOf = (ctx: VerbContext, nowMs: number): ControlSchema.Principal |
 
 const withPrincipal = <T extends object>(input: T, principal: ControlSchema.Principal | undefined) =>
   principal === undefined ? input : { ...input, principal }
+
+/** A `Conflict` receipt: the key was used for another request (exit 4). */
+const conflictOf = (receipt: { readonly _tag: "Conflict"; readonly message: string }): CliFailure =>
+  keyConflict(receipt) ?? new CliFailure({ exitCode: 4, code: "conflict", message: receipt.message })
 
 const emptyEnvelope: ControlSchema.Envelope = { capabilities: [], flows: [], budget: {} }
 
@@ -232,9 +237,14 @@ export const run = (ctx: VerbContext, runId: string, tail: number) =>
       ? undefined
       : {
         state: result.state,
-        value: typeof result.outcome === "object" && result.outcome !== null && "value" in result.outcome
-          ? (result.outcome as { value: unknown }).value
-          : result.outcome,
+        // A handler that returned nothing completes with outcome `{}` and no value (JSON: no result key).
+        ...(typeof result.outcome === "object" && result.outcome !== null && !("value" in result.outcome)
+          ? {}
+          : {
+            value: typeof result.outcome === "object" && result.outcome !== null
+              ? (result.outcome as { value: unknown }).value
+              : result.outcome
+          }),
         error: result.error
       }
     yield* out(Render.runSummary(summary, { heartbeatAtMs, nowMs, result: resultView }))
@@ -306,16 +316,28 @@ export const plan = (ctx: VerbContext, flowId: string, input: unknown, key: stri
     const card = yield* control.plan({ flowId, input, ...(key === undefined ? {} : { idempotencyKey: key }) }).pipe(
       Effect.catchIf(
         (e): e is Extract<typeof e, { readonly code: "invalid_input" }> => (e as { code?: unknown }).code === "invalid_input",
-        (e) =>
-          Effect.fail(
-            new CliFailure({ exitCode: 2, code: "invalid_input", message: `input for ${flowId} rejected: ${(e as unknown as { issue: string }).issue}` })
-          )
+        // A key used for another plan is a conflict (4), not a refusal of this input.
+        (e) => Effect.fail(keyConflict(e) ?? inputRejected(flowId, e.issue))
       )
     )
     if (ctx.globals.json) return yield* outJson(card)
     yield* out(Render.planCard(card, "pending"))
     yield* out(`next: baton approve ${card.planId}`)
   })
+
+const inputRejected = (flowId: string, issue: string) =>
+  new CliFailure({ exitCode: 2, code: "invalid_input", message: `input for ${flowId} rejected: ${issue}` })
+
+/**
+ * The flow's input schema over `input`, before the database is looked at (node.md 6.1): a refusal is
+ * usage (2) even when the file is missing. The plan itself decodes it again.
+ */
+export const checkInput = (catalog: Catalog | undefined, flowId: string, input: unknown) => {
+  const flow = catalog?.flows?.find((f) => f.id === flowId)
+  return flow === undefined
+    ? Effect.void
+    : Effect.mapError(Flow.normalizeInput(flow, input), (e) => inputRejected(flowId, e.issue))
+}
 
 /** Reads `--input` / `--input-file` (`-` = stdin). */
 export const readInput = (input: string | undefined, inputFile: string | undefined): Effect.Effect<unknown, CliFailure> =>
@@ -397,7 +419,7 @@ export const decide = (ctx: VerbContext, decision: "approve" | "deny", targetArg
     }
     switch (receipt._tag) {
       case "Conflict":
-        return yield* new CliFailure({ exitCode: 4, code: "conflict", message: receipt.message })
+        return yield* conflictOf(receipt)
       case "Terminal":
         return yield* new CliFailure({ exitCode: 4, code: "terminal", message: `${receipt.runId} is already ${receipt.status}` })
       case "Parked":
@@ -448,7 +470,7 @@ export const launch = (ctx: VerbContext, planId: string, key: string | undefined
           hint: `baton approve ${planId}`
         })
       case "Conflict":
-        return yield* new CliFailure({ exitCode: 4, code: "conflict", message: receipt.message })
+        return yield* conflictOf(receipt)
       case "Terminal":
         return yield* new CliFailure({ exitCode: 4, code: "terminal", message: `${receipt.runId} is already ${receipt.status}` })
     }
@@ -472,7 +494,7 @@ export const cancel = (ctx: VerbContext, runId: string, o: { readonly reason: st
     if (receipt._tag === "Terminal" && receipt.status !== "cancelled") {
       return yield* new CliFailure({ exitCode: 4, code: "terminal", message: `${receipt.runId} is already ${receipt.status}` })
     }
-    if (receipt._tag === "Conflict") return yield* new CliFailure({ exitCode: 4, code: "conflict", message: receipt.message })
+    if (receipt._tag === "Conflict") return yield* conflictOf(receipt)
     if (ctx.globals.json) return yield* outJson(receipt)
     if (receipt._tag === "Terminal") return yield* out("cancelled")
     const summary = yield* control.getRun(runId)
@@ -497,7 +519,7 @@ export const resume = (ctx: VerbContext, runId: string, o: { readonly allowCodeD
     if (receipt._tag === "Terminal") {
       return yield* new CliFailure({ exitCode: 4, code: "terminal", message: `${receipt.runId} is already ${receipt.status}` })
     }
-    if (receipt._tag === "Conflict") return yield* new CliFailure({ exitCode: 4, code: "conflict", message: receipt.message })
+    if (receipt._tag === "Conflict") return yield* conflictOf(receipt)
     if (ctx.globals.json) return yield* outJson(receipt)
     if (receipt._tag === "Accepted" && receipt.handedTo !== undefined) {
       yield* out(`handed to ${Render.hostPid(receipt.handedTo)}, which parked it`)
@@ -523,7 +545,7 @@ export const signal = (ctx: VerbContext, runId: string, name: string, payloadTex
     if (receipt._tag === "Terminal") {
       return yield* new CliFailure({ exitCode: 4, code: "terminal", message: `${receipt.runId} is already ${receipt.status}` })
     }
-    if (receipt._tag === "Conflict") return yield* new CliFailure({ exitCode: 4, code: "conflict", message: receipt.message })
+    if (receipt._tag === "Conflict") return yield* conflictOf(receipt)
     if (ctx.globals.json) return yield* outJson(receipt)
     if (receipt._tag === "AlreadyApplied") return yield* out(`signal ${name} already sent (receipt ${receipt.receiptId})`)
     yield* out(`signal ${name} queued for the host that drives ${runId}`)

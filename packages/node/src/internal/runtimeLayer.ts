@@ -3,18 +3,15 @@ import * as ApprovalAuthority from "@baton/control/ApprovalAuthority"
 import * as Control from "@baton/control/Control"
 import * as ControlError from "@baton/control/ControlError"
 import * as ControlExecutor from "@baton/control/ControlExecutor"
-import * as ControlMigrations from "@baton/control/Migrations"
 import * as ControlRuntime from "@baton/control/ControlRuntime"
 import * as SqlControlRuntime from "@baton/control/SqlControlRuntime"
 import type * as DatabaseError from "@baton/database/DurableWriter"
 import type * as DurableWriter from "@baton/database/DurableWriter"
 import * as Migrations from "@baton/database/Migrations"
 import * as Journal from "@baton/journal/Journal"
-import * as JournalMigrations from "@baton/journal/Migrations"
 import * as SqlConsensus from "@baton/journal/SqlConsensus"
 import * as SqlJournal from "@baton/journal/SqlJournal"
 import * as AttemptStore from "@baton/run-store/AttemptStore"
-import * as RunStoreMigrations from "@baton/run-store/Migrations"
 import * as RunStore from "@baton/run-store/RunStore"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Context, Effect, Layer } from "effect"
@@ -25,7 +22,7 @@ import * as NodeExecutor from "../NodeExecutor.js"
 import * as ProcessLiveness from "../ProcessLiveness.js"
 import * as HostCore from "./hostCore.js"
 import * as Supervisor from "./hostSupervisor.js"
-import { type Options, validate, validateCatalog, type Validated } from "./runtimeOptions.js"
+import { librarySets, type Options, type PgExtras, validate, validateCatalog, type Validated } from "./runtimeOptions.js"
 
 /** The step and attempt encoding this executor writes (node.md 3.4). */
 export const engineVersion = "baton-node/steps-1"
@@ -64,7 +61,7 @@ const catalogReader = (options: Options, validated: Validated) =>
       )
 
 const migrationsLayer = (validated: Validated, options: Options) => {
-  const sets = [JournalMigrations.set, RunStoreMigrations.set, ControlMigrations.set, ...validated.migrations]
+  const sets = [...librarySets, ...validated.migrations]
   return Layer.effectDiscard(
     validated.readOnly
       ? Effect.asVoid(Migrations.status(sets))
@@ -76,7 +73,7 @@ const migrationsLayer = (validated: Validated, options: Options) => {
  * Compose NodeRuntime over a database layer (and, on PostgreSQL, its clock layer).
  */
 export const compose = <E1, E2>(
-  options: Options & { readonly pid?: number },
+  options: Options & PgExtras & { readonly pid?: number },
   database: Layer.Layer<SqlClient.SqlClient | DurableWriter.DurableWriter, E1>,
   clock: Layer.Layer<never, E2, SqlClient.SqlClient> | undefined
 ) =>
