@@ -7,10 +7,25 @@ import { describe, expect, it } from "@effect/vitest"
 import * as Control from "@baton/control/Control"
 import * as ControlRuntime from "@baton/control/ControlRuntime"
 import * as AttemptStore from "@baton/run-store/AttemptStore"
-import { Effect, Schedule } from "effect"
+import { Effect, Schedule, Schema } from "effect"
+import * as Flow from "../src/Flow.js"
 import * as NodeRuntime from "../src/NodeRuntime.js"
 import { awaitStatus, expectCompleted, launch } from "./fixtures/runtimeSupport.js"
 import { admit, payment, settled } from "./fixtures/signalSchema.js"
+
+let release: () => void = () => undefined
+const held = new Promise<void>((resolve) => {
+  release = resolve
+})
+
+/** A run that holds its host's only slot until the test releases it. */
+const hold = Flow.make({
+  id: "hold",
+  description: "holds a run slot",
+  version: "1",
+  input: Schema.Unknown,
+  handler: () => Effect.as(Effect.promise(() => held), null)
+})
 
 const resultOf = (runId: string) =>
   Effect.flatMap(AttemptStore.AttemptStore, (store) => store.list(runId)).pipe(
@@ -68,6 +83,26 @@ describe("Step.waitForSignal with a schema", () => {
       yield* expectCompleted(runId)
       expect(yield* resultOf(runId)).toEqual({ value: { amount: 7 } })
     }).pipe(Effect.provide(NodeRuntime.layerTest({ pollInterval: "100 millis", flows: [payment] }))))
+
+  it.live("a signal offered while the wait's token is held by an unjudged command stays pending, then is delivered", () =>
+    Effect.gen(function*() {
+      const runtime = yield* ControlRuntime.ControlRuntime
+      const runId = yield* launch("payment", null)
+      yield* awaitStatus(runId, ["parked"])
+      // The only run slot is taken, so the host binds h1 to the wait but cannot drive the run yet.
+      const holder = yield* launch("hold", null)
+      yield* awaitStatus(holder, ["running"])
+      yield* admit(runId, "h1", { amount: "bad" })
+      yield* admit(runId, "h2", { amount: 9 })
+      yield* Effect.sleep("600 millis")
+      expect((yield* runtime.signalCommands({ runId })).map((c) => c.state)).toEqual(["pending", "pending"])
+      yield* Effect.sync(() => release())
+      yield* expectCompleted(holder)
+      yield* expectCompleted(runId)
+      expect(yield* resultOf(runId)).toEqual({ value: { amount: 9 } })
+      expect(yield* settled("h1")).toBe("rejected")
+      expect(yield* settled("h2")).toBe("delivered")
+    }).pipe(Effect.provide(NodeRuntime.layerTest({ pollInterval: "100 millis", maxRuns: 1, flows: [payment, hold] }))))
 
   it.live("a refused and a valid payload sent together: the valid one is delivered", () =>
     Effect.gen(function*() {
