@@ -179,6 +179,22 @@ const applyOne = (
   })
 
 /**
+ * Check a composition of sets without a database: every namespace matches
+ * `/^[a-z][a-z0-9-]{0,39}$/` and is unique, every `idOffset` is a non-negative
+ * multiple of 1000 used once, `migrations` is a record of `"<1..999>_<name>"`
+ * keys (one per local id) to Effects. Returns the `invalid_set` error {@link run}
+ * would fail with, or `undefined`, so a host can refuse bad sets before it opens
+ * (creates) a database.
+ *
+ * @since 0.1.0
+ * @category ledger
+ */
+export const validate = (sets: ReadonlyArray<MigrationSet>): MigrationError | undefined => {
+  const planned = Ledger.plan(sets)
+  return planned._tag === "Invalid" ? new MigrationError({ reason: "invalid_set", message: planned.message }) : undefined
+}
+
+/**
  * Apply every pending migration of `sets` in ascending global id, in one schema-wide
  * write (SQLite `BEGIN IMMEDIATE`, PostgreSQL exclusive schema lock), replayed on
  * `busy` with `options.retry` or the writer defaults. Returns what it applied (`[]`

@@ -56,7 +56,7 @@ describe("cli arguments and keys", () => {
     const missing = await baton("plan", "index-dir", "--db", path.join(dir, "none.db"), "--config", config)
     expect(missing.code).toBe(2)
     expect(missing.stderr).toBe(
-      `baton: invalid flow catalog ${config}: migrations[0].namespace: must be 1 to 40 characters of a-z, 0-9 and -, starting with a letter\n`
+      `baton: invalid flow catalog ${config}: migrations[0]: invalid migration namespace ""\n`
     )
     expect(fs.readdirSync(dir)).toEqual([])
     const db = path.join(dir, "baton.db")
@@ -64,7 +64,7 @@ describe("cli arguments and keys", () => {
     const before = snapshot(dir)
     const existing = await baton("doctor", "--fix", "--db", db, "--config", config)
     expect(existing.code).toBe(2)
-    expect(existing.stderr).toContain("migrations[0].namespace: must be 1 to 40 characters")
+    expect(existing.stderr).toContain("migrations[0]: invalid migration namespace \"\"")
     expect(snapshot(dir)).toEqual(before)
   })
 

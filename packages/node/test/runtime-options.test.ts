@@ -5,13 +5,15 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import type * as Migrations from "@baton/database/Migrations"
+import * as TestDatabase from "@baton/database/TestDatabase"
 import { type Duration, Effect, Layer } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import * as NodeRuntime from "../src/NodeRuntime.js"
+import * as PgSchema from "./support/pgSchema.js"
 
-const url = process.env["BATON_TEST_PG_URL"]
+const url = TestDatabase.postgresTestUrl("node runtime options (layerPg)")
 
 // Nothing listens on port 1: a build that got as far as connecting would fail `connect_failed`.
 const unreachable = "postgres://nobody@127.0.0.1:1/none"
@@ -50,28 +52,29 @@ describe("NodeRuntime options", () => {
     }))
 
   it.live.skipIf(url === undefined)("layerPg: valid clockSync and maxConnections build against a real server", () =>
-    Effect.gen(function*() {
-      const schema = "node_options_test"
+    Effect.scoped(Effect.gen(function*() {
+      const schema = yield* PgSchema.throwaway(url!)
       yield* Effect.scoped(Layer.build(NodeRuntime.layerPg({ url: url!, schema, mode: "client", clockSync: "1 second", maxConnections: 2 })))
-    }), 60_000)
+    })), 60_000)
 
   it.effect("layer: an application migration set the ledger would refuse fails naming the field; no file is created", () =>
     Effect.gen(function*() {
       const migration = Effect.void
+      // The rules and messages are the database ledger's (`Migrations.validate`); node names the set.
       const cases: ReadonlyArray<readonly [ReadonlyArray<Migrations.MigrationSet>, string, string]> = [
-        [[{ namespace: "", idOffset: 20000, migrations: {} }], "migrations[0].namespace", "must be 1 to 40 characters"],
-        [[{ namespace: "App", idOffset: 20000, migrations: {} }], "migrations[0].namespace", "must be 1 to 40 characters"],
-        [[{ namespace: "control", idOffset: 20000, migrations: {} }], "migrations[0].namespace", "control is already composed"],
-        [[{ namespace: "a", idOffset: 20000, migrations: {} }, { namespace: "a", idOffset: 21000, migrations: {} }], "migrations[1].namespace", "a is already composed"],
+        [[{ namespace: "", idOffset: 20000, migrations: {} }], "migrations[0]", "invalid migration namespace \"\""],
+        [[{ namespace: "App", idOffset: 20000, migrations: {} }], "migrations[0]", "invalid migration namespace \"App\""],
+        [[{ namespace: "control", idOffset: 20000, migrations: {} }], "migrations[0]", "duplicate migration namespace \"control\""],
+        [[{ namespace: "a", idOffset: 20000, migrations: {} }, { namespace: "a", idOffset: 21000, migrations: {} }], "migrations[1]", "duplicate migration namespace \"a\""],
         [[{ namespace: "a", idOffset: 5, migrations: {} }], "migrations[0].idOffset", "10000 or more"],
-        [[{ namespace: "a", idOffset: 10500, migrations: {} }], "migrations[0].idOffset", "a multiple of 1000"],
-        [[{ namespace: "a", idOffset: 20000, migrations: {} }, { namespace: "b", idOffset: 20000, migrations: {} }], "migrations[1].idOffset", "20000 is already used by a"],
-        [[{ namespace: "a", idOffset: 20000, migrations: null as never }], "migrations[0].migrations", "must be a record"],
-        [[{ namespace: "a", idOffset: 20000, migrations: { "first": migration } }], "migrations[0].migrations[\"first\"]", "<local id>_<name>"],
-        [[{ namespace: "a", idOffset: 20000, migrations: { "0_zero": migration } }], "migrations[0].migrations[\"0_zero\"]", "local ids run from 1 to 999"],
-        [[{ namespace: "a", idOffset: 20000, migrations: { "1000_big": migration } }], "migrations[0].migrations[\"1000_big\"]", "local ids run from 1 to 999"],
-        [[{ namespace: "a", idOffset: 20000, migrations: { "1_a": migration, "001_b": migration } }], "migrations[0].migrations[\"001_b\"]", "also declared by \"1_a\""],
-        [[{ namespace: "a", idOffset: 20000, migrations: { "1_a": "CREATE TABLE t (x)" as never } }], "migrations[0].migrations[\"1_a\"]", "must be an Effect"]
+        [[{ namespace: "a", idOffset: 10500, migrations: {} }], "migrations[0]", "must be a non-negative safe multiple of 1000"],
+        [[{ namespace: "a", idOffset: 20000, migrations: {} }, { namespace: "b", idOffset: 20000, migrations: {} }], "migrations[1]", "migration offset 20000 is used by both a and b"],
+        [[{ namespace: "a", idOffset: 20000, migrations: null as never }], "migrations[0]", "migrations of a must be a record"],
+        [[{ namespace: "a", idOffset: 20000, migrations: { "first": migration } }], "migrations[0]", "migration key \"first\" of a is not \"<digits>_<name>\""],
+        [[{ namespace: "a", idOffset: 20000, migrations: { "0_zero": migration } }], "migrations[0]", "local ids run from 1 to 999"],
+        [[{ namespace: "a", idOffset: 20000, migrations: { "1000_big": migration } }], "migrations[0]", "local ids run from 1 to 999"],
+        [[{ namespace: "a", idOffset: 20000, migrations: { "1_a": migration, "001_b": migration } }], "migrations[0]", "migration id 20001 is declared twice in a"],
+        [[{ namespace: "a", idOffset: 20000, migrations: { "1_a": "CREATE TABLE t (x)" as never } }], "migrations[0]", "migration \"1_a\" of a is not an Effect"]
       ]
       for (const [migrations, field, rule] of cases) {
         const dir = fs.mkdtempSync(path.join(os.tmpdir(), "baton-options-"))

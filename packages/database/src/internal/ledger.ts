@@ -5,7 +5,7 @@
  * @internal
  */
 import type * as SqlClient from "@effect/sql/SqlClient"
-import type * as Effect from "effect/Effect"
+import * as Effect from "effect/Effect"
 
 /** @internal */
 export interface SetInput {
@@ -56,6 +56,7 @@ export const plan = (
   const planned = new Map<number, PlannedSet>()
   const declared: Array<Declared> = []
   for (const set of sets) {
+    if (typeof set !== "object" || set === null) return invalid("a migration set must be an object")
     const namespace = set.namespace
     if (typeof namespace !== "string" || !namespacePattern.test(namespace)) {
       return invalid(`invalid migration namespace "${String(namespace)}"`)
@@ -69,6 +70,10 @@ export const plan = (
     const owner = offsets.get(offset)
     if (owner !== undefined) return invalid(`migration offset ${offset} is used by both ${owner} and ${namespace}`)
     offsets.set(offset, namespace)
+    const migrations: unknown = set.migrations
+    if (typeof migrations !== "object" || migrations === null || Array.isArray(migrations)) {
+      return invalid(`migrations of ${namespace} must be a record of "<digits>_<name>" keys to migration effects`)
+    }
     const byId = new Map<number, Declared>()
     const keys = new Map<number, string>()
     for (const [key, effect] of Object.entries(set.migrations)) {
@@ -84,6 +89,7 @@ export const plan = (
         return invalid(`migration id ${id} is declared twice in ${namespace}: "${previous}" and "${key}"`)
       }
       keys.set(id, key)
+      if (!Effect.isEffect(effect)) return invalid(`migration "${key}" of ${namespace} is not an Effect`)
       const migration: Declared = { id, namespace, name: match[2]!, effect }
       byId.set(id, migration)
       declared.push(migration)

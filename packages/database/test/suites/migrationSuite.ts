@@ -125,7 +125,10 @@ export const migrationSuite = (layer: () => DatabaseLayer) => {
     ["uppercase name", [{ namespace: "a", idOffset: 0, migrations: { "0001_Init": Effect.void } }], "migration key \"0001_Init\" of a is not \"<digits>_<name>\""],
     ["local id 0", [{ namespace: "a", idOffset: 0, migrations: { "0000_zero": Effect.void } }], "migration key \"0000_zero\" of a has local id 0000; local ids run from 1 to 999"],
     ["local id 1000", [{ namespace: "a", idOffset: 0, migrations: { "1000_big": Effect.void } }], "migration key \"1000_big\" of a has local id 1000; local ids run from 1 to 999"],
-    ["one id twice", [{ namespace: "a", idOffset: 0, migrations: { "0001_a": Effect.void, "01_b": Effect.void } }], "migration id 1 is declared twice in a: \"0001_a\" and \"01_b\""]
+    ["one id twice", [{ namespace: "a", idOffset: 0, migrations: { "0001_a": Effect.void, "01_b": Effect.void } }], "migration id 1 is declared twice in a: \"0001_a\" and \"01_b\""],
+    ["migrations not a record", [{ namespace: "a", idOffset: 0, migrations: null as never }], "migrations of a must be a record of \"<digits>_<name>\" keys to migration effects"],
+    ["a migration that is not an Effect", [{ namespace: "a", idOffset: 0, migrations: { "0001_a": "CREATE TABLE t (x)" as never } }], "migration \"0001_a\" of a is not an Effect"],
+    ["a set that is not an object", [null as never], "a migration set must be an object"]
   ]
   for (const [name, input, message] of invalidSets) {
     test(`invalid_set: ${name}`, Effect.gen(function*() {
@@ -134,6 +137,8 @@ export const migrationSuite = (layer: () => DatabaseLayer) => {
       expect(error).toMatchObject({ _tag: "@baton/database/MigrationError", reason: "invalid_set", message })
       expect(yield* snapshot).toEqual(before)
       expect(failureOf(yield* Effect.exit(Migrations.status(input)))).toMatchObject({ reason: "invalid_set", message })
+      // The same refusal without a database, for hosts that check before they open one.
+      expect(Migrations.validate(input)).toMatchObject({ _tag: "@baton/database/MigrationError", reason: "invalid_set", message })
     }))
   }
 
@@ -142,6 +147,10 @@ export const migrationSuite = (layer: () => DatabaseLayer) => {
     const pass = Migrations.run([{ namespace: "app", idOffset: 10_000, migrations }])
     migrations["0002_two"] = createTable("t_two")
     expect((yield* pass).map((m) => m.id)).toEqual([10_001])
+  }))
+
+  test("validate accepts a valid composition", Effect.sync(() => {
+    expect(Migrations.validate([{ namespace: "app", idOffset: 10_000, migrations: { "0001_one": createTable("t_one") } }])).toBeUndefined()
   }))
 
   test("an empty set is allowed", Effect.gen(function*() {

@@ -2,7 +2,7 @@
 import type * as ApprovalAuthority from "@baton/control/ApprovalAuthority"
 import type * as ControlError from "@baton/control/ControlError"
 import type * as DurableWriter from "@baton/database/DurableWriter"
-import type * as Migrations from "@baton/database/Migrations"
+import * as Migrations from "@baton/database/Migrations"
 import * as ControlMigrations from "@baton/control/Migrations"
 import * as Consensus from "@baton/journal/Consensus"
 import * as JournalMigrations from "@baton/journal/Migrations"
@@ -89,59 +89,22 @@ export const librarySets: ReadonlyArray<Migrations.MigrationSet> = [
   ControlMigrations.set
 ]
 
-// The rules of the database package's ledger plan (database.md 8.1, `Migrations.MigrationSet`), which it
-// checks only once the database is open; node checks them first so that a bad set opens (creates) nothing.
-const namespacePattern = /^[a-z][a-z0-9-]{0,39}$/
-const keyPattern = /^([0-9]+)_([a-z0-9_]+)$/
-
-/** One application set: namespace, offset and migration keys, against the sets composed before it. */
-const setIssue = (
-  set: Migrations.MigrationSet,
-  earlier: ReadonlyArray<Migrations.MigrationSet>
-): readonly [field: string, message: string] | undefined => {
-  const { idOffset, namespace } = set
-  if (!Number.isSafeInteger(idOffset) || idOffset < 10_000 || idOffset % 1000 !== 0) {
-    return ["idOffset", "application migration sets must use an idOffset of 10000 or more, a multiple of 1000"]
-  }
-  if (typeof namespace !== "string" || !namespacePattern.test(namespace)) {
-    return ["namespace", "must be 1 to 40 characters of a-z, 0-9 and -, starting with a letter"]
-  }
-  const sameName = earlier.find((other) => other.namespace === namespace)
-  if (sameName !== undefined) return ["namespace", `${namespace} is already composed; namespaces must be unique`]
-  const sameOffset = earlier.find((other) => other.idOffset === idOffset)
-  if (sameOffset !== undefined) return ["idOffset", `${idOffset} is already used by ${sameOffset.namespace}`]
-  const migrations: unknown = set.migrations
-  if (typeof migrations !== "object" || migrations === null || Array.isArray(migrations)) {
-    return ["migrations", "must be a record of \"<local id>_<name>\" keys to migration effects"]
-  }
-  const seen = new Map<number, string>()
-  for (const [key, migration] of Object.entries(migrations)) {
-    const match = keyPattern.exec(key)
-    if (match === null) return [`migrations["${key}"]`, "keys must be \"<local id>_<name>\" with a name of a-z, 0-9 and _"]
-    const local = Number(match[1])
-    if (!(local >= 1 && local <= 999)) return [`migrations["${key}"]`, "local ids run from 1 to 999"]
-    const previous = seen.get(local)
-    if (previous !== undefined) return [`migrations["${key}"]`, `local id ${local} is also declared by "${previous}"`]
-    seen.set(local, key)
-    if (!Effect.isEffect(migration)) return [`migrations["${key}"]`, "must be an Effect"]
-  }
-  return undefined
-}
-
 /**
- * Application migration sets: an array of sets, each with a unique namespace
- * (`/^[a-z][a-z0-9-]{0,39}$/`, not one of the library sets'), a unique `idOffset` of 10000 or more that
- * is a multiple of 1000, and `"<1..999>_<name>"` keys naming Effects.
+ * Application migration sets: an array of sets, each with an `idOffset` of 10000 or more (below is
+ * the libraries' range) and otherwise valid by `Migrations.validate` composed after the library sets
+ * and the sets before it (unique namespace and offset, `"<1..999>_<name>"` keys naming Effects). Checked
+ * before anything opens, so a set the ledger would refuse creates no database file.
  */
 export const validateMigrations = (migrations: ReadonlyArray<Migrations.MigrationSet>) =>
   Effect.gen(function*() {
     if (!Array.isArray(migrations)) return yield* fail("migrations", "must be an array of migration sets")
-    const composed: Array<Migrations.MigrationSet> = [...librarySets]
     for (const [index, set] of migrations.entries()) {
       if (typeof set !== "object" || set === null) return yield* fail(`migrations[${index}]`, "must be a migration set")
-      const issue = setIssue(set, composed)
-      if (issue !== undefined) return yield* fail(`migrations[${index}].${issue[0]}`, issue[1])
-      composed.push(set)
+      if (!Number.isSafeInteger(set.idOffset) || set.idOffset < 10_000) {
+        return yield* fail(`migrations[${index}].idOffset`, "application migration sets must use an idOffset of 10000 or more")
+      }
+      const refused = Migrations.validate([...librarySets, ...migrations.slice(0, index + 1)])
+      if (refused !== undefined) return yield* fail(`migrations[${index}]`, refused.message)
     }
     return migrations
   })
