@@ -42,7 +42,7 @@ describe("cli with a catalog that lacks the run's flow", () => {
       const again = await other("resume", r2, "--allow-code-drift")
       expect(again.code, again.stderr).toBe(0)
       expect(again.stderr).toBe("")
-      expect(again.stdout).toContain("--allow-code-drift: this catalog has no code for the run's flow to adopt")
+      expect(again.stdout).toContain("--allow-code-drift: no loaded catalog has the run's flow, so no code was adopted")
       ;({ done, host } = await startWaitHost(db))
       expect((await other("signal", r2, "go", '{"n":2}')).code).toBe(0)
       await waitUntil(async () => (await status(r2)).status === "completed")

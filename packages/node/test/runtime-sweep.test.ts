@@ -185,7 +185,7 @@ describe("host sweep", () => {
       expect(summary.status).toBe("accepted")
       expect(summary.ownerId).toBeUndefined()
       const lines = spy.mock.calls.map((call) => call.map(String).join(" "))
-      expect(lines.filter((line) => line.includes(`run ${runId} recorded 1; this host runs 2; resume it with --allow-code-drift`)))
+      expect(lines.filter((line) => line.includes(`run ${runId} recorded 1; this host runs 2; resume it with --allow-code-drift from this host's catalog`)))
         .toHaveLength(1)
     }))
 })

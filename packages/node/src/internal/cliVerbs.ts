@@ -527,7 +527,9 @@ export const resume = (ctx: VerbContext, runId: string, o: { readonly allowCodeD
       yield* out("resumed; a host will drive it")
     }
     if (o.allowCodeDrift && !adopt) {
-      yield* out("--allow-code-drift: this catalog has no code for the run's flow to adopt; the host that drives it checks drift")
+      yield* out(
+        "--allow-code-drift: no loaded catalog has the run's flow, so no code was adopted and hosts with other code still skip the run; pass --config with the catalog of the host that should drive it"
+      )
     }
   })
 

@@ -133,7 +133,7 @@ const drifted = (core: HostCore, memory: SweepMemory, runId: string) =>
       memory.driftLogged.add(runId)
       const message = `run ${runId} recorded ${drift.recorded ?? drift.recordedEngine ?? "?"}; this host runs ${
         drift.current ?? drift.currentEngine ?? "nothing"
-      }; resume it with --allow-code-drift`
+      }; resume it with --allow-code-drift from this host's catalog (the resume adopts the caller's code): baton resume ${runId} --allow-code-drift --config <this host's catalog>`
       yield* Effect.logWarning(message)
       yield* core.publish({ _tag: "skipped-drift", runId, message })
     }
