@@ -33,6 +33,10 @@ describe("cli approve, deny and signal against a live host", () => {
       const waiting = await cli("runs", "--status", "waiting-approval")
       expect(waiting.stdout).toContain(r1)
       expect(waiting.stdout).toContain("approval:deploy")
+      // `baton run` lists the open wait; its time column is the waiting run's creation time.
+      const shownWaiting = await cli("run", r1)
+      expect(shownWaiting.stdout).toMatch(/REASON\s+NAME\s+RUN\s+RUN CREATED\s+REQUEST/)
+      expect(shownWaiting.stdout).toMatch(/approval\s+deploy\s+/)
       const approved = await cli("approve", `${r1}:deploy`, "--reason", "ship it")
       expect(approved.code, approved.stderr).toBe(0)
       expect(approved.stdout).toContain(`a host will resume ${r1}`)

@@ -212,10 +212,13 @@ export const runSummary = (
   return Table.keyValues(pairs)
 }
 
-/** The open waits block of `baton run`. */
+/**
+ * The open waits block of `baton run`. `PendingWait.createdAt` is the waiting run's creation time
+ * (control records no wait-open time), hence the column name.
+ */
 export const waitsTable = (waits: ReadonlyArray<ControlSchema.PendingWait>): string =>
   Table.table(
-    ["REASON", "NAME", "RUN", "SINCE", "REQUEST"],
+    ["REASON", "NAME", "RUN", "RUN CREATED", "REQUEST"],
     waits.map((w) => [
       w.reason,
       w.name ?? "",
