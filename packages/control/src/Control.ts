@@ -15,7 +15,7 @@ import * as ControlError from "./ControlError.js"
 import * as ControlExecutor from "./ControlExecutor.js"
 import * as ControlRuntime from "./ControlRuntime.js"
 import * as ControlSchema from "./ControlSchema.js"
-import { admit, admitId, keyRule, requireKey } from "./internal/facadeBoundary.js"
+import { admit, admitId, keyRule, reasonRule, requireKey } from "./internal/facadeBoundary.js"
 import { displayCard } from "./internal/facadeDisplay.js"
 import * as Inputs from "./internal/facadeInputs.js"
 import { list as listImpl } from "./internal/facadeList.js"
@@ -101,7 +101,8 @@ export interface SignalInput {
 }
 
 /**
- * A keyed mutation of one run (cancel).
+ * A keyed mutation of one run (cancel); the optional reason is 1–1,000
+ * well-formed characters, like an approval's.
  *
  * @since 0.1.0
  * @category models
@@ -318,7 +319,7 @@ export const make: Effect.Effect<Service, never, ControlRuntime.ControlRuntime |
         const operation = decision === "approved" ? "approve" : "deny"
         const input = yield* admit(operation, Inputs.ApprovalInput, raw, [
           keyRule(operation),
-          { field: "reason", max: 1000, issue: `${operation}.reason: must be 1 to 1000 well-formed characters` }
+          reasonRule(operation)
         ])
         const keys = yield* keyed(host, operation, input, input.principal)
         const { key, principal } = keys
@@ -454,12 +455,12 @@ export const make: Effect.Effect<Service, never, ControlRuntime.ControlRuntime |
       })
 
     const resume: Service["resume"] = (raw) =>
-      Effect.flatMap(admit("resume", Inputs.ResumeInput, raw, [keyRule("resume")]), (input) => resumeRun("resume", input))
+      Effect.flatMap(admit("resume", Inputs.ResumeInput, raw, [keyRule("resume"), reasonRule("resume")]), (input) => resumeRun("resume", input))
 
     // ---- run ----------------------------------------------------------------
     const run: Service["run"] = (raw) =>
       Effect.gen(function*() {
-        const input = yield* admit("run", Inputs.RunInput, raw, [keyRule("run")])
+        const input = yield* admit("run", Inputs.RunInput, raw, [keyRule("run"), reasonRule("run")])
         if (input._tag === "Resume") {
           const { _tag: _ignored, ...rest } = input
           return yield* resumeRun("run", rest)
@@ -621,7 +622,7 @@ export const make: Effect.Effect<Service, never, ControlRuntime.ControlRuntime |
     // ---- cancel -------------------------------------------------------------
     const cancel: Service["cancel"] = (raw) =>
       Effect.gen(function*() {
-        const input = yield* admit("cancel", Inputs.RunMutationInput, raw, [keyRule("cancel")])
+        const input = yield* admit("cancel", Inputs.RunMutationInput, raw, [keyRule("cancel"), reasonRule("cancel")])
         const runId = input.runId
         const keys = yield* keyed(host, "cancel", input, input.principal)
         const { key, principal } = keys

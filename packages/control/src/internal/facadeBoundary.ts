@@ -161,6 +161,18 @@ export const keyRule = (operation: string): TextRule => ({
   issue: `${operation}.idempotencyKey: must be 1 to 1024 well-formed characters`
 })
 
+/**
+ * The free-text `reason` rule of `operation`: every reason the facade takes
+ * (approve, deny, cancel, resume, run with a Resume input) is durable text of
+ * 1..1000 UTF-16 units, the approval rule (`DecisionReason`), so a reason that
+ * is journaled and shown back is bounded and non-empty whichever verb took it.
+ */
+export const reasonRule = (operation: string): TextRule => ({
+  field: "reason",
+  max: 1000,
+  issue: `${operation}.reason: must be 1 to 1000 well-formed characters`
+})
+
 /** Idempotency keys: 1..1024 UTF-16 units, no NUL, no unpaired surrogate. */
 export const requireKey = (operation: string, key: string): Effect.Effect<void, ControlError.InvalidInput> =>
   isDurableTextOfLength(key, 1024)
