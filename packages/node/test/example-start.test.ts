@@ -52,6 +52,10 @@ describe("pnpm start", () => {
     expect(result.stdout).toMatch(/lease of w\d \(pid \d+\) goes stale in \d+ s/)
     expect(result.stdout).toMatch(/w\d \(pid \d+\) took over run-1 from w\d \(pid \d+\)/)
     expect(result.stdout).toMatch(/^takeovers\s+1 /m)
+    // One recovery time, labelled the same in the event and the summary; the lease's age is labelled apart.
+    const event = /took over run-1 from w\d \(pid \d+\) \((\d+\.\d s) after the kill; lease (\d+\.\d s) without a heartbeat\)/.exec(result.stdout)
+    expect(event, result.stdout).not.toBeNull()
+    expect(result.stdout).toMatch(new RegExp(`^takeovers\\s+1 \\(recovered ${event![1]} after the kill\\)$`, "m"))
     expect(result.stdout).toMatch(/^resumed from checkpoint\s+1$/m)
     expect(result.stdout).toMatch(/^files\s+1,200$/m)
     const runtime = Support.clientRuntime(db)

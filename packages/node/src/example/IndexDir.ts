@@ -49,6 +49,22 @@ export const checkpointEvery = 50
 
 const MiB = 1024 * 1024
 
+/**
+ * Files per batch when the input names none.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const defaultBatchFiles = 200
+
+/**
+ * Bytes per batch when the input names none (64 MiB).
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const defaultBatchBytes = 64 * MiB
+
 /** `root`: decoding resolves it to the absolute path of an existing directory. */
 const Root = Schema.transformOrFail(Schema.String, Schema.String, {
   strict: true,
@@ -231,8 +247,8 @@ export const flow = Flow.make({
     Effect.gen(function*() {
       const run = yield* Run.Run
       const pattern = input.pattern === undefined ? undefined : Glob.compile(input.pattern)
-      const batchFiles = input.batchFiles ?? 200
-      const batchBytes = input.batchBytes ?? 64 * MiB
+      const batchFiles = input.batchFiles ?? defaultBatchFiles
+      const batchBytes = input.batchBytes ?? defaultBatchBytes
       const listing = yield* Step.run(
         "walk",
         Walk.walk(input.root, { pattern }).pipe(Effect.mapError((e) => new Error(e.message))),

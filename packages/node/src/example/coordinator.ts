@@ -184,6 +184,8 @@ export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
     return 2
   }
   const filename = nodePath.resolve(options.db)
+  // Commands printed for the user carry the database they must act on.
+  const db = Args.dbSuffix(options.db)
   const tty = process.stdout.isTTY === true && !options.json
   const out = makeOutput(tty, options.json)
   const workers: Array<Worker> = []
@@ -262,7 +264,7 @@ export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
           return 4
         }
       } else {
-        out.plain(`waiting for approval: pnpm baton approve ${card.planId}`)
+        out.plain(`waiting for approval: pnpm baton approve ${card.planId}${db}`)
         for (;;) {
           if (interrupted) return 130
           const stored = yield* runtime.getPlan(card.planId)
@@ -328,7 +330,7 @@ export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
       if (interrupted) {
         out.done()
         yield* Effect.promise(() => stopWorkers(workers, out.plain))
-        out.plain(`${runId} released; finish it with pnpm start -- --resume ${runId}`)
+        out.plain(`${runId} released; finish it with pnpm start -- --resume ${runId}${db}`)
         return 130
       }
       summary = yield* control.getRun(runId)
@@ -349,9 +351,14 @@ export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
           takeovers++
           const from = payload["from"] ?? {}
           const by = ownerOf(summary)
-          if (killAtMs !== undefined && recoveryMs === undefined) recoveryMs = entry.emittedAtMs - killAtMs
-          const age = typeof payload["leaseAgeMs"] === "number" ? ` after ${(payload["leaseAgeMs"] / 1000).toFixed(1)} s` : ""
-          out.event(`${labelOf(by?.pid)} took over ${runId} from ${labelOf(from.pid)}${age}${holdAt === undefined ? "" : `; ${Batches.stepName(holdAt.batch, 10)} resumes at file ${holdAt.files}`}`)
+          const afterKill = killAtMs !== undefined && recoveryMs === undefined
+          if (afterKill) recoveryMs = entry.emittedAtMs - killAtMs!
+          // Two different clocks, both labelled: time since the kill (the summary's recovery time) and the
+          // lease's age, which also counts the heartbeat interval before the kill.
+          const leaseAge = typeof payload["leaseAgeMs"] === "number" ? `lease ${Table.duration(payload["leaseAgeMs"])} without a heartbeat` : undefined
+          const sinceKill = afterKill && recoveryMs !== undefined ? `${Table.duration(recoveryMs)} after the kill` : undefined
+          const timing = [sinceKill, leaseAge].filter((x) => x !== undefined)
+          out.event(`${labelOf(by?.pid)} took over ${runId} from ${labelOf(from.pid)}${timing.length === 0 ? "" : ` (${timing.join("; ")})`}${holdAt === undefined ? "" : `; ${Batches.stepName(holdAt.batch, 10)} resumes at file ${holdAt.files}`}`)
         } else if (entry.eventType === "baton.run.driven") {
           const owner = payload["owner"] ?? {}
           if (payload["cause"] !== "takeover") out.event(`${labelOf(owner.pid)} drives ${runId} (drive ${payload["drive"]}, ${payload["cause"]})`)
@@ -404,7 +411,7 @@ export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
       if (terminal.has(status)) break
       if (workers.length > 0 && workers.every((w) => w.exited)) {
         out.done()
-        out.plain(`every worker exited; finish ${runId} with pnpm start -- --resume ${runId}`)
+        out.plain(`every worker exited; finish ${runId} with pnpm start -- --resume ${runId}${db}`)
         return 1
       }
       yield* Effect.sleep("200 millis")
@@ -419,6 +426,10 @@ export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
     const [counts] = yield* sql<{ files: number | string; bytes: number | string | null }>`
       SELECT COUNT(*) AS files, SUM(size) AS bytes FROM index_dir_files WHERE run_id = ${runId}`
     const stepAttempts = list.filter((a) => !String((a.meta as { name?: unknown })?.name ?? "").startsWith("$"))
+    // A run without a result (cancelled, failed) still has its own root and batches: the root from its
+    // plan's input (not this coordinator's default directory after `--resume`), the batches from its stored
+    // walk cut the way the flow cuts it.
+    const own = value === undefined ? yield* runFacts(summary, stepAttempts) : undefined
     const window = Progress.hashingWindow({ startedAt, walkDoneAt, lastHashDoneAt })
     const hashingMs = window?.ms
     const files = value?.files ?? Number(counts?.files ?? 0)
@@ -428,14 +439,14 @@ export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
     const report: Progress.Summary = {
       runId,
       status,
-      root: value?.root ?? options.dir,
+      root: value?.root ?? own?.root ?? options.dir,
       files,
       bytes: value?.bytes ?? Number(counts?.bytes ?? 0),
       missing: value?.missing ?? 0,
       unreadable: value?.unreadable ?? 0,
       changed: value?.changed ?? 0,
-      skipped: value?.skipped ?? 0,
-      batches: value?.batches ?? 0,
+      skipped: value?.skipped ?? own?.skipped ?? 0,
+      batches: value?.batches ?? own?.batches ?? 0,
       durationMs: now() - startedAt,
       hashingMs,
       filesPerSecond,
@@ -459,6 +470,26 @@ export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
     }
     return status === "completed" ? 0 : status === "failed" ? 1 : 4
   })
+
+  /** Root, skipped files and batch count of a run that has no result, from its plan and its `walk` step. */
+  function runFacts(run: ControlSchema.RunSummary, stepAttempts: ReadonlyArray<AttemptStore.Attempt>) {
+    return Effect.gen(function*() {
+      const runtime = yield* ControlRuntime.ControlRuntime
+      const plan = run.planId === undefined ? undefined : yield* runtime.getPlan(run.planId).pipe(
+        Effect.orElseSucceed(() => undefined)
+      )
+      const input = (plan?.decodedInput ?? {}) as { root?: unknown; batchFiles?: unknown; batchBytes?: unknown }
+      const walk = stepAttempts.find((a) => (a.meta as { name?: unknown })?.name === "walk" && a.state === "completed")
+      const listing = (walk?.outcome as { value?: Walk.Listing } | undefined)?.value
+      const batchFiles = typeof input.batchFiles === "number" ? input.batchFiles : IndexDir.defaultBatchFiles
+      const batchBytes = typeof input.batchBytes === "number" ? input.batchBytes : IndexDir.defaultBatchBytes
+      return {
+        root: typeof input.root === "string" ? input.root : undefined,
+        skipped: listing?.skipped,
+        batches: listing === undefined ? undefined : Batches.cut(listing.files, batchFiles, batchBytes).length
+      }
+    })
+  }
 
   function startWorkers() {
     return Effect.promise(async () => {
