@@ -15,7 +15,6 @@ import * as Options from "@effect/cli/Options"
 import * as ValidationError from "@effect/cli/ValidationError"
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as Cause from "effect/Cause"
-import * as Clock from "effect/Clock"
 import * as Console from "effect/Console"
 import * as Data from "effect/Data"
 import * as Duration from "effect/Duration"
@@ -43,7 +42,7 @@ const globalOptions = {
   db: Options.text("db").pipe(Options.withDescription("SQLite database file (env BATON_DB; default ./baton.db)"), Options.optional),
   pg: Options.text("pg").pipe(Options.withDescription("PostgreSQL URL (env BATON_PG_URL)"), Options.optional),
   schema: Options.text("schema").pipe(Options.withDescription("PostgreSQL schema (default baton)"), Options.optional),
-  lockWait: Options.text("lock-wait").pipe(Options.withDescription("how long writes retry a held lock (default 5s)"), Options.optional),
+  lockWait: Options.text("lock-wait").pipe(Options.withDescription("how long writes retry a held lock: a number with a unit, e.g. 500ms, 90s, 15m, 2h, 3d (default 5s)"), Options.optional),
   config: Options.text("config").pipe(Options.withDescription("module exporting { flows, migrations } (env BATON_CONFIG)"), Options.optional),
   as: Options.text("as").pipe(Options.withDescription("principal: <id> or <kind>:<id> (default: the OS user)"), Options.optional)
 }
@@ -142,7 +141,10 @@ const verb = (
       const runOf = options.runOf
       const flows = catalog?.flows ?? []
       const sets = catalog?.migrations ?? []
-      const needsProbe = catalog !== undefined && (sets.length > 0 || (runOf !== undefined && flows.length > 0))
+      // A mutating verb on PostgreSQL also looks first: like a missing SQLite file, a missing schema is
+      // not created by the CLI (an existing empty one is initialised, like a 0-byte file).
+      const needsProbe = (catalog !== undefined && (sets.length > 0 || (runOf !== undefined && flows.length > 0))) ||
+        (access === "write" && globals.pg !== undefined)
       // A read-only look first (creates and migrates nothing): which application blocks the database
       // already has, and the flow of the run the verb names.
       const probe = !needsProbe || Session.isEmptyFile(globals) ? undefined : yield* within(
@@ -158,7 +160,10 @@ const verb = (
               Effect.orElseSucceed(() => undefined)
             )
         })
-      )
+      ).pipe(Effect.catchIf(
+        (error) => access === "write" && isMissingSchema(error),
+        () => Effect.fail(missingSchema(globals))
+      ))
       const effective = catalog === undefined ? undefined : {
         ...catalog,
         flows: runOf === undefined || flows.some((f) => f.id === probe?.flowId) ? flows : [],
@@ -202,6 +207,21 @@ const verb = (
     return yield* new CliExit({ code: failure.exitCode })
   })
 
+/** The database package's refusal of a read-only PostgreSQL open whose schema does not exist. */
+const isMissingSchema = (error: unknown): boolean => {
+  const e = error as { readonly _tag?: unknown; readonly reason?: unknown } | null
+  return typeof e === "object" && e !== null && e._tag === "@baton/database/DatabaseOpenError" && e.reason === "not_found"
+}
+
+/** A mutating verb on a missing PostgreSQL schema (exit 5): the CLI never creates a database or schema. */
+const missingSchema = (globals: Session.Globals): CliFailure =>
+  new CliFailure({
+    exitCode: 5,
+    code: "not_found",
+    message: `no Baton schema at ${Session.location(globals)}: the schema does not exist, and baton commands never create a database or schema`,
+    hint: "a host start creates it (pnpm start with the same --pg/--schema), or pass --schema <an existing Baton schema>"
+  })
+
 // ---------------------------------------------------------------------------------------------
 
 const runsCommand = Command.make("runs", {
@@ -236,17 +256,18 @@ const runsCommand = Command.make("runs", {
       cursor: u(o.cursor),
       all: o.all
     }), {
-    onEmpty: (ctx) =>
-      Effect.gen(function*() {
-        const nowMs = yield* Clock.currentTimeMillis
-        // Validate the filters even on an empty database: bad values are still usage errors.
-        Verbs.runFilters({
-          status: u(o.status), flow: undefined, parent: undefined, lineage: undefined, launchedBy: undefined,
-          since: u(o.since), until: u(o.until), terminal: o.terminal, live: o.live, order: o.order, limit: o.limit,
-          cursor: undefined, all: false
-        }, nowMs)
-        yield* Console.log(ctx.globals.json ? JSON.stringify({ _tag: "runs", items: [] }) : "No runs.")
-      })
+    // Filters, limit and cursor are usage errors (2) before the database is looked at (5 when missing);
+    // the time only matters for the value of a relative --since, not whether it parses.
+    check: () => {
+      Verbs.runFilters({
+        status: u(o.status), flow: undefined, parent: undefined, lineage: undefined, launchedBy: undefined,
+        since: u(o.since), until: u(o.until), terminal: o.terminal, live: o.live, order: o.order, limit: o.limit,
+        cursor: undefined, all: false
+      }, 0)
+      Parse.limit(o.limit)
+      Option.map(o.cursor, Parse.runsCursor)
+    },
+    onEmpty: (ctx) => Console.log(ctx.globals.json ? JSON.stringify({ _tag: "runs", items: [] }) : "No runs.")
   })).pipe(Command.withDescription("list runs, newest first"))
 
 const runCommand = Command.make("run", {
@@ -267,6 +288,11 @@ const plansCommand = Command.make("plans", {
   cursor: Options.text("cursor").pipe(Options.optional)
 }, (o) =>
   verb(o, "read", (ctx) => Verbs.plans(ctx, { flow: u(o.flow), decision: u(o.decision), limit: o.limit, cursor: u(o.cursor) }), {
+    check: () => {
+      Option.map(o.decision, Parse.decision)
+      Parse.limit(o.limit)
+      Option.map(o.cursor, Parse.plansCursor)
+    },
     onEmpty: (ctx) => Console.log(ctx.globals.json ? JSON.stringify({ _tag: "plans", items: [] }) : "No plans.")
   })).pipe(Command.withDescription("list plans"))
 
@@ -304,11 +330,25 @@ const decideOptions = {
 }
 
 const approveCommand = Command.make("approve", decideOptions, (o) =>
-  verb(o, "write", (ctx) => Verbs.decide(ctx, "approve", o.target, { scope: u(o.scope), reason: u(o.reason), key: u(o.key) }), { check: () => Parse.approvalTarget(o.target), key: o.key, runOf: runOfTarget(o.target) }))
+  verb(o, "write", (ctx) => Verbs.decide(ctx, "approve", o.target, { scope: u(o.scope), reason: u(o.reason), key: u(o.key) }), {
+    check: () => {
+      Parse.approvalTarget(o.target)
+      Option.map(o.reason, Parse.reason)
+    },
+    key: o.key,
+    runOf: runOfTarget(o.target)
+  }))
   .pipe(Command.withDescription("approve a plan or a run's approval request"))
 
 const denyCommand = Command.make("deny", decideOptions, (o) =>
-  verb(o, "write", (ctx) => Verbs.decide(ctx, "deny", o.target, { scope: u(o.scope), reason: u(o.reason), key: u(o.key) }), { check: () => Parse.approvalTarget(o.target), key: o.key, runOf: runOfTarget(o.target) }))
+  verb(o, "write", (ctx) => Verbs.decide(ctx, "deny", o.target, { scope: u(o.scope), reason: u(o.reason), key: u(o.key) }), {
+    check: () => {
+      Parse.approvalTarget(o.target)
+      Option.map(o.reason, Parse.reason)
+    },
+    key: o.key,
+    runOf: runOfTarget(o.target)
+  }))
   .pipe(Command.withDescription("deny a plan or a run's approval request"))
 
 const launchCommand = Command.make("launch", {
@@ -323,7 +363,13 @@ const cancelCommand = Command.make("cancel", {
   runId: Args.text({ name: "runId" }),
   reason: Options.text("reason").pipe(Options.optional),
   key: Options.text("key").pipe(Options.optional)
-}, (o) => verb(o, "write", (ctx) => Verbs.cancel(ctx, o.runId, { reason: u(o.reason), key: u(o.key) }), { ids: [["runId", o.runId]], key: o.key, runOf: o.runId }))
+}, (o) =>
+  verb(o, "write", (ctx) => Verbs.cancel(ctx, o.runId, { reason: u(o.reason), key: u(o.key) }), {
+    ids: [["runId", o.runId]],
+    key: o.key,
+    runOf: o.runId,
+    check: () => Option.map(o.reason, Parse.reason)
+  }))
   .pipe(Command.withDescription("cancel a run"))
 
 const resumeCommand = Command.make("resume", {
@@ -353,7 +399,12 @@ const journalCommand = Command.make("journal", {
   ...globalOptions,
   runId: Args.text({ name: "runId" }),
   follow: Options.boolean("follow").pipe(Options.withAlias("f")),
-  after: Options.integer("after").pipe(Options.optional),
+  after: Options.integer("after").pipe(
+    Options.withDescription(
+      "only the run's entries with SEQ above this (0 or more); ownership facts (~N, numbered in their own stream) emitted from that entry on"
+    ),
+    Options.optional
+  ),
   // Optional and repeatable: `[--type text]...` in the synopsis, not a required `--type text...`.
   type: Options.text("type").pipe(Options.withDescription("only entries of this type (repeatable)"), Options.repeated, Options.optional),
   noOwnership: Options.boolean("no-ownership")
@@ -367,6 +418,7 @@ const journalCommand = Command.make("journal", {
       pollMs: 500
     }), {
     ids: [["runId", o.runId]],
+    check: () => Option.map(o.after, Parse.after),
     onEmpty: (ctx) => Effect.fail(new CliFailure({ exitCode: 3, code: "run_not_found", message: `run "${o.runId}" not found in ${Session.location(ctx.globals)}` }))
   })).pipe(Command.withDescription("print a run's journal; --follow until it ends"))
 

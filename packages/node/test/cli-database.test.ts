@@ -153,6 +153,9 @@ describe("cli on a migrated empty database", () => {
     expect(behind.status, String(behind.stderr)).toBe(0)
     const read = await baton("runs", "--db", older)
     expect(read.code).toBe(5)
-    expect(read.stderr).toContain(`${older} uses an older Baton schema (1 migrations pending); any mutating command or a host start upgrades it`)
+    // Control's whole set is missing (its one migration): named as a missing set, not an older schema.
+    expect(read.stderr).toContain(`${older} lacks the control migration set (1 migration pending); any mutating command or a host start applies them`)
+    const doctor = await baton("doctor", "--db", older)
+    expect(doctor.stderr).toContain("lacks the control migration set")
   })
 })

@@ -18,8 +18,9 @@ import * as NodeRuntime from "../NodeRuntime.js"
 import * as ProcessLiveness from "../ProcessLiveness.js"
 import { databaseCode } from "./cliFailure.js"
 import { hostPid } from "./cliRender.js"
+import * as Verbs from "./cliVerbs.js"
 import type { Catalog, Globals } from "./cliSession.js"
-import { librarySets, location } from "./cliSession.js"
+import { librarySets, location, pendingText } from "./cliSession.js"
 
 /** One check's verdict. */
 export interface Finding {
@@ -47,6 +48,21 @@ const schemaProbe = <A, E, R>(call: string, effect: Effect.Effect<A, E, R>): Eff
     ),
     Effect.catchAllDefect((defect) => Effect.succeed(fail("schema", `${call} fails: ${String(defect)}`)))
   )
+
+/** The runs control's listing cannot decode: none when every page lists (the common case, one pass). */
+const unreadableRuns = Effect.gen(function*() {
+  const runtime = yield* ControlRuntime.ControlRuntime
+  let cursor: ControlRuntime.RunCursor | undefined
+  for (;;) {
+    const page = yield* runtime.queryRuns({ limit: 500, ...(cursor === undefined ? {} : { cursor }) }).pipe(Effect.either)
+    if (page._tag === "Left") {
+      if (Verbs.undecodableRun(page.left) === undefined) return []
+      return (yield* Verbs.runsRowByRow({}, "oldest").pipe(Effect.orElseSucceed(() => ({ unreadable: [] })))).unreadable
+    }
+    if (page.right.nextCursor === undefined) return []
+    cursor = page.right.nextCursor
+  }
+})
 
 /** Runs every check; with `fix`, recovers orphaned claims whose claimant is dead. */
 export const doctor = (globals: Globals, catalog: Catalog | undefined, fix: boolean) =>
@@ -82,7 +98,7 @@ export const doctor = (globals: Globals, catalog: Catalog | undefined, fix: bool
     if (status._tag === "Left") {
       findings.push(fail("ledger", String((status.left as { message?: unknown }).message ?? status.left)))
     } else if (status.right.pending.length > 0) {
-      findings.push(warn("ledger", `${status.right.pending.length} migrations pending`, "any mutating command or a host start applies them"))
+      findings.push(warn("ledger", `the database ${pendingText(status.right)}`, "any mutating command or a host start applies them"))
     } else if (status.right.foreign.length > 0) {
       const blocks = [...new Set(status.right.foreign.map((m) => m.namespace))]
       // The catalog's sets were already narrowed to blocks this database has (cliSession.applicableSets), so
@@ -111,7 +127,22 @@ export const doctor = (globals: Globals, catalog: Catalog | undefined, fix: bool
       const fk = yield* sql.unsafe<Record<string, unknown>>("PRAGMA foreign_key_check").pipe(Effect.orElseSucceed(() => []))
       if (fk.length > 0) schemaFailures.push(fail("schema", `PRAGMA foreign_key_check lists ${fk.length} rows`))
     }
-    findings.push(...(schemaFailures.length === 0 ? [ok("schema", "every public read works")] : schemaFailures))
+    // Every run row through control's listing: one row it cannot decode fails a whole page of `baton runs`
+    // (the CLI then lists the others one by one), so such a row is named here.
+    const unreadable = schemaFailures.length === 0 ? yield* unreadableRuns : []
+    findings.push(
+      ...(schemaFailures.length > 0
+        ? schemaFailures
+        : unreadable.length > 0
+        ? [warn(
+          "schema",
+          `${unreadable.length} run(s) cannot be read as runs: ${unreadable.slice(0, 5).map((u) => `${u.runId} (${u.storedStatus ?? "?"}: ${u.issue})`).join("; ")}${
+            unreadable.length > 5 ? "; …" : ""
+          }`,
+          `baton runs lists the other runs; these rows were not written through @baton/control (restore them from a backup or leave them)`
+        )]
+        : [ok("schema", "every public read works")])
+    )
 
     // stuck runs and orphaned claims
     const page = yield* runtime.hostCandidates({ nowMs, limit: 500 }).pipe(Effect.either)
@@ -172,21 +203,26 @@ export const doctor = (globals: Globals, catalog: Catalog | undefined, fix: bool
         } else if (c.kind === "orphaned-claim" && c.claim !== undefined) {
           const claim = c.claim
           const claimedAtMs = c.claimedAtMs ?? 0
-          if (fix) {
-            const observer = HostIdentity.ownerOf(host.identity)
-            const verdict = yield* ProcessLiveness.probe(claim, { claimant: observer, heartbeatAtMs: claimedAtMs, nowMs })
-            if (verdict.alive) {
-              orphans.push(warn("orphaned claims", `${c.runId}: claimant ${hostPid(claim)} is still alive (${verdict.reason}); left alone`))
-            } else {
-              const outcome = yield* store.recoverClaim(c.runId, claim, claimedAtMs, observer, nowMs, Ownership.evidenceFor(claim, observer, nowMs))
-              orphans.push(
-                outcome._tag === "Recovered"
-                  ? ok("orphaned claims", `${c.runId}: recovered the orphaned claim of ${hostPid(claim)}`)
-                  : warn("orphaned claims", `${c.runId}: not recovered (${outcome._tag})`)
-              )
-            }
+          // The same probe with or without --fix, so the hint never offers a fix that --fix then declines.
+          const observer = HostIdentity.ownerOf(host.identity)
+          const verdict = yield* ProcessLiveness.probe(claim, { claimant: observer, heartbeatAtMs: claimedAtMs, nowMs })
+          const age = Math.round((nowMs - claimedAtMs) / 1000)
+          if (verdict.alive) {
+            orphans.push(warn(
+              "orphaned claims",
+              `${c.runId}: orphaned claim by ${hostPid(claim)} since ${age} s; the claimant is still alive (${verdict.reason}), so ${
+                fix ? "it was left alone" : "--fix leaves it alone"
+              }`
+            ))
+          } else if (fix) {
+            const outcome = yield* store.recoverClaim(c.runId, claim, claimedAtMs, observer, nowMs, Ownership.evidenceFor(claim, observer, nowMs))
+            orphans.push(
+              outcome._tag === "Recovered"
+                ? ok("orphaned claims", `${c.runId}: recovered the orphaned claim of ${hostPid(claim)}`)
+                : warn("orphaned claims", `${c.runId}: not recovered (${outcome._tag})`)
+            )
           } else {
-            orphans.push(warn("orphaned claims", `${c.runId}: orphaned claim by ${hostPid(claim)} since ${Math.round((nowMs - claimedAtMs) / 1000)} s`, "baton doctor --fix"))
+            orphans.push(warn("orphaned claims", `${c.runId}: orphaned claim by ${hostPid(claim)} since ${age} s; the claimant is gone (${verdict.reason})`, "baton doctor --fix"))
           }
         }
       }

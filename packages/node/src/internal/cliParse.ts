@@ -30,7 +30,13 @@ const unitMs: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000
 export const durationMs = (option: string, value: string): number => {
   const match = /^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|millis|seconds?|minutes?|hours?|days?)\s*$/i.exec(value)
   if (match === null) {
-    throw usage("invalid_duration", `${option} expects a duration such as 90s, 15m, 2h or 3d, got "${value}"`)
+    const bare = /^\s*\d+(?:\.\d+)?\s*$/.test(value)
+    throw usage(
+      "invalid_duration",
+      `${option} expects a number with a unit (ms, s, m, h, d), such as 500ms, 90s, 15m, 2h or 3d, got "${value}"${
+        bare ? ` (a bare number has no unit: ${value.trim()}s or ${value.trim()}ms)` : ""
+      }`
+    )
   }
   const unit = match[2]!.toLowerCase()
   const key = unit === "millis"
@@ -95,6 +101,44 @@ export const json = (what: string, value: string): unknown => {
 export const limit = (value: number): number => {
   if (!Number.isSafeInteger(value) || value < 1 || value > 500) {
     throw usage("invalid_limit", `--limit must be an integer between 1 and 500, got ${value}`)
+  }
+  return value
+}
+
+/** `--reason`: 1 to 1000 characters without an unpaired surrogate (control's decision-reason rule). */
+export const reason = (value: string): string => {
+  if (value.length === 0 || value.length > 1000 || loneSurrogate.test(value)) {
+    throw usage("invalid_reason", `--reason must be 1 to 1000 well-formed characters, got ${value.length}`)
+  }
+  return value
+}
+
+/** `--cursor` of `baton runs`: the JSON text a previous `baton runs` printed after `next: --cursor`. */
+export const runsCursor = (value: string): string => {
+  let parsed: unknown
+  try {
+    parsed = JSON.parse(value)
+  } catch {
+    parsed = undefined
+  }
+  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed) || !("version" in parsed)) {
+    throw usage("invalid_cursor", `--cursor expects the cursor a previous \`baton runs\` printed (a JSON object), got "${value}"`)
+  }
+  return value
+}
+
+/** `--cursor` of `baton plans`: the number a previous `baton plans` printed. */
+export const plansCursor = (value: string): string => {
+  if (!/^(0|[1-9][0-9]*)$/.test(value)) {
+    throw usage("invalid_cursor", `--cursor expects the cursor a previous \`baton plans\` printed (a number), got "${value}"`)
+  }
+  return value
+}
+
+/** `--after <seq>` of `baton journal`: a non-negative integer. */
+export const after = (value: number): number => {
+  if (!Number.isSafeInteger(value) || value < 0) {
+    throw usage("invalid_after", `--after must be a non-negative integer (a SEQ the journal printed), got ${value}`)
   }
   return value
 }

@@ -227,3 +227,10 @@ export const waitsTable = (waits: ReadonlyArray<ControlSchema.PendingWait>): str
       w.request === undefined ? "" : Table.truncate(JSON.stringify(w.request), 60)
     ])
   )
+
+/**
+ * `text` as one POSIX shell word: bare when it holds only safe characters, else single-quoted (a `'`
+ * inside becomes `'\''`), so a printed `--cursor …` line can be pasted into a shell as is.
+ */
+export const shellQuote = (text: string): string =>
+  /^[A-Za-z0-9_@%+=:,./-]+$/.test(text) ? text : `'${text.replace(/'/g, `'\\''`)}'`

@@ -234,6 +234,21 @@ export const layer = (globals: Globals, access: Access, catalog: Catalog | undef
 }
 
 /**
+ * What the pending migrations of `status` mean: "an older Baton schema (n migrations pending)" when every
+ * pending block is partly applied (node.md 6.3); blocks with nothing applied are named as missing sets
+ * ("lacks the control migration set"), since the database is not older but was composed without them.
+ */
+export const pendingText = (status: Migrations.MigrationStatus): string => {
+  const count = (n: number) => `${n} ${n === 1 ? "migration" : "migrations"} pending`
+  const missing = [...new Set(status.pending.map((m) => m.namespace))].filter((namespace) =>
+    !status.applied.some((m) => m.namespace === namespace)
+  )
+  if (missing.length === 0) return `uses an older Baton schema (${count(status.pending.length)})`
+  const sets = missing.length === 1 ? `the ${missing[0]} migration set` : `the ${missing.join(", ")} migration sets`
+  return `lacks ${sets} (${count(status.pending.length)})`
+}
+
+/**
  * Read verbs refuse a database whose Baton schema is older than this build (pending library
  * migrations), exit 5. Pending application migrations do not stop reads of Baton's own data.
  */
@@ -246,7 +261,9 @@ export const requireCurrentSchema = (globals: Globals) =>
           new CliFailure({
             exitCode: 5,
             code: "schema_older",
-            message: `${location(globals)} uses an older Baton schema (${status.pending.length} migrations pending); any mutating command or a host start upgrades it`
+            message: `${location(globals)} ${pendingText(status)}; any mutating command or a host start ${
+              pendingText(status).startsWith("uses an older") ? "upgrades it" : "applies them"
+            }`
           })
         )
     )

@@ -107,6 +107,7 @@ export const runs = (ctx: VerbContext, o: RunsOptions) =>
     const items: Array<ControlSchema.RunSummary> = []
     let cursor = o.cursor
     let next: string | undefined
+    let unreadable: ReadonlyArray<UnreadableRun> = []
     for (;;) {
       const page = yield* control.list({
         _tag: "runs",
@@ -114,21 +115,126 @@ export const runs = (ctx: VerbContext, o: RunsOptions) =>
         order: o.order,
         limit,
         ...(cursor === undefined ? {} : { cursor })
-      })
-      if (page._tag !== "runs") break
-      items.push(...page.items)
-      next = page.nextCursor
+      }).pipe(Effect.either)
+      if (page._tag === "Left") {
+        // control's listing fails the whole page when one row's state does not decode; the other runs are
+        // still listed, through one read per run, and the unreadable ones are named (never a failed listing).
+        if (undecodableRun(page.left) === undefined) return yield* Effect.fail(page.left)
+        const fallback = yield* runsRowByRow(filters, o.order)
+        items.length = 0
+        items.push(...(o.all ? fallback.items : fallback.items.slice(0, limit)))
+        unreadable = fallback.unreadable
+        next = undefined
+        yield* Console.error(
+          `baton: warning: ${unreadable.length} run(s) cannot be shown (${unreadable.slice(0, 5).map((u) => `${u.runId}: ${u.issue}`).join("; ")}); ` +
+            `listed the others one by one${o.cursor === undefined ? "" : " from the start (--cursor not applied)"}` +
+            (items.length < fallback.items.length ? `, first ${items.length} (pass --all for every run)` : "")
+        )
+        break
+      }
+      if (page.right._tag !== "runs") break
+      items.push(...page.right.items)
+      next = page.right.nextCursor
       if (!o.all || next === undefined) break
       cursor = next
     }
     if (ctx.globals.json) {
-      return yield* outJson({ _tag: "runs", items, ...(next === undefined || o.all ? {} : { nextCursor: next }) })
+      return yield* outJson({
+        _tag: "runs",
+        items,
+        ...(next === undefined || o.all ? {} : { nextCursor: next }),
+        ...(unreadable.length === 0 ? {} : { unreadable })
+      })
     }
-    if (items.length === 0) return yield* out("No runs.")
+    if (items.length === 0 && unreadable.length === 0) return yield* out("No runs.")
     const heartbeats = yield* heartbeatsOf(items)
-    yield* out(Render.runsTable(items, heartbeats, nowMs, ctx.tty))
-    if (next !== undefined && !o.all) yield* out(`next: --cursor ${next}`)
+    // An unreadable run is shown marked: flow `?`, the status its row stores.
+    const shown: Array<ControlSchema.RunSummary> = [
+      ...items,
+      ...unreadable.map((u) => ({
+        runId: u.runId,
+        flowId: "?",
+        status: `${u.storedStatus ?? "?"} (unreadable)` as ControlSchema.RunSummary["status"],
+        createdAt: u.createdAt ?? 0,
+        updatedAt: u.createdAt ?? 0
+      }))
+    ]
+    yield* out(Render.runsTable(shown, heartbeats, nowMs, ctx.tty))
+    if (next !== undefined && !o.all) yield* out(`next: --cursor ${Render.shellQuote(next)}`)
   })
+
+/** A run whose row the listing cannot show (its state does not decode as a run summary). */
+export interface UnreadableRun {
+  readonly runId: string
+  readonly issue: string
+  readonly storedStatus?: string | undefined
+  readonly createdAt?: number | undefined
+}
+
+/**
+ * The run a control `PersistenceError` says it could not decode, or `undefined` for any other failure.
+ * (control fails a whole listing page on one such row.)
+ */
+export const undecodableRun = (error: unknown): string | undefined => {
+  const e = error as { readonly _tag?: unknown; readonly operation?: unknown; readonly message?: unknown } | null
+  if (e === null || typeof e !== "object" || e._tag !== "PersistenceError") return undefined
+  if (e.operation !== "decode flows_runs.state_json" || typeof e.message !== "string") return undefined
+  return /^run (.*?): /s.exec(e.message)?.[1] ?? "?"
+}
+
+const firstLine = (text: string): string => text.split("\n").map((l) => l.trim()).filter((l) => l.length > 0).join(" ")
+
+/**
+ * Every run read one at a time (run ids in commit order, then `Control.getRun` each), filtered like
+ * control's listing; the rows whose state does not decode are answered apart, with what their store row
+ * says. Used when control's paged listing fails on such a row.
+ */
+export const runsRowByRow = (filters: ControlSchema.RunListFilters, order: "newest" | "oldest") =>
+  Effect.gen(function*() {
+    const control = yield* Control.Control
+    const runtime = yield* ControlRuntime.ControlRuntime
+    const store = yield* RunStore.RunStore
+    const ids: Array<string> = []
+    let after: number | undefined
+    let through: number | undefined
+    for (;;) {
+      const page = yield* runtime.pageRunIds({ limit: 500, ...(after === undefined ? {} : { after }), ...(through === undefined ? {} : { through }) })
+      ids.push(...page.ids)
+      through = page.through
+      if (page.next === undefined) break
+      after = page.next
+    }
+    if (order === "newest") ids.reverse()
+    const items: Array<ControlSchema.RunSummary> = []
+    const unreadable: Array<UnreadableRun> = []
+    for (const runId of ids) {
+      const summary = yield* control.getRun(runId).pipe(Effect.either)
+      if (summary._tag === "Right") {
+        if (matchesFilters(summary.right, filters)) items.push(summary.right)
+        continue
+      }
+      if (summary.left._tag === "RunNotFound") continue
+      if (undecodableRun(summary.left) === undefined) return yield* Effect.fail(summary.left)
+      const row = yield* store.get(runId).pipe(Effect.option)
+      unreadable.push({
+        runId,
+        issue: firstLine(summary.left.message.replace(/^run .*?: /s, "")),
+        ...(row._tag === "Some" ? { storedStatus: row.value.status, createdAt: row.value.createdAtMs } : {})
+      })
+    }
+    return { items, unreadable }
+  })
+
+/** control's run-listing filters over one summary (the facade's own matching, for `runsRowByRow`). */
+const matchesFilters = (summary: ControlSchema.RunSummary, filters: ControlSchema.RunListFilters): boolean =>
+  (filters.flowId === undefined || summary.flowId === filters.flowId) &&
+  (filters.status === undefined || summary.status === filters.status) &&
+  (filters.terminal === undefined || terminalStatuses.has(summary.status) === filters.terminal) &&
+  (filters.parentRunId === undefined || summary.parentRunId === filters.parentRunId) &&
+  (filters.lineageId === undefined || summary.lineageId === filters.lineageId) &&
+  (filters.principalId === undefined || summary.launchedBy?.id === filters.principalId) &&
+  (filters.since === undefined || summary.createdAt >= filters.since) &&
+  (filters.until === undefined || summary.createdAt < filters.until)
 
 // ---------------------------------------------------------------------------------------------
 // run
@@ -283,7 +389,7 @@ export const plans = (
     if (ctx.globals.json) return yield* outJson(page)
     if (page.items.length === 0) return yield* out("No plans.")
     yield* out(Render.plansTable(page.items))
-    if (page.nextCursor !== undefined) yield* out(`next: --cursor ${page.nextCursor}`)
+    if (page.nextCursor !== undefined) yield* out(`next: --cursor ${Render.shellQuote(page.nextCursor)}`)
   })
 
 /** `baton plan <flow>`. */
@@ -371,6 +477,17 @@ export interface DecideOptions {
   readonly key: string | undefined
 }
 
+/**
+ * The default key of a decision: `cli:<decision>:<target>`, plus a digest of the reason when one is given.
+ * A repeat of the same command replays its receipt; a decision with another (or no) reason is another
+ * request, so control answers it as a second decision (`already_resolved`), not as a key reused for
+ * another mutation.
+ */
+export const defaultDecisionKey = (decision: "approve" | "deny", target: string, reason: string | undefined): string =>
+  reason === undefined
+    ? `cli:${decision}:${target}`
+    : `cli:${decision}:${target}:${createHash("sha256").update(reason).digest("hex").slice(0, 16)}`
+
 /** `baton approve` / `baton deny`. */
 export const decide = (ctx: VerbContext, decision: "approve" | "deny", targetArg: string, o: DecideOptions) =>
   Effect.gen(function*() {
@@ -407,7 +524,7 @@ export const decide = (ctx: VerbContext, decision: "approve" | "deny", targetArg
       {
         target,
         scope,
-        idempotencyKey: o.key ?? `cli:${decision}:${targetArg}`,
+        idempotencyKey: o.key ?? defaultDecisionKey(decision, targetArg, o.reason),
         ...(o.reason === undefined ? {} : { reason: o.reason })
       },
       principalOf(ctx, nowMs)
@@ -565,6 +682,13 @@ export interface JournalOptions {
   readonly pollMs: number
 }
 
+/**
+ * When the run's own entry `after` was emitted (the last entry with a SEQ at or below it); `undefined`
+ * when the run has none (every ownership fact is then after it).
+ */
+const cutTimeAfter = (runId: string, after: number) =>
+  Effect.map(allEntries(runId, {}), (entries): number | undefined => entries.filter((e) => e.seq <= after).at(-1)?.emittedAtMs)
+
 /** `baton journal <runId>`. */
 export const journal = (ctx: VerbContext, runId: string, o: JournalOptions) =>
   Effect.gen(function*() {
@@ -576,8 +700,14 @@ export const journal = (ctx: VerbContext, runId: string, o: JournalOptions) =>
         ctx.globals.json
           ? outJson({ ...v.entry, ...(v.ownership === true ? { ownership: true } : {}) })
           : out(Render.journalLine(v)), { discard: true })
+    // --after counts the run's own SEQ; ownership facts (`~N`) are numbered in their companion stream, so
+    // they are cut by time instead: those emitted at or after the run's entry N (where the merge puts them).
+    const factsFrom = o.after === undefined ? undefined : yield* cutTimeAfter(runId, o.after)
+    const keepFact = (entry: { readonly emittedAtMs: number }) => factsFrom === undefined || entry.emittedAtMs >= factsFrom
     if (!o.follow) {
-      const all = (yield* mergedJournal(runId, !o.noOwnership, types)).filter((v) => o.after === undefined || v.ownership === true || v.seq > o.after)
+      const all = (yield* mergedJournal(runId, !o.noOwnership, types)).filter((v) =>
+        o.after === undefined || (v.ownership === true ? keepFact(v) : v.seq > o.after)
+      )
       if (ctx.globals.json) return yield* outJson(all.map((v) => ({ ...v.entry, ...(v.ownership === true ? { ownership: true } : {}) })))
       return yield* out(all.length === 0 ? "No journal entries." : Render.journalTable(all))
     }
@@ -588,7 +718,9 @@ export const journal = (ctx: VerbContext, runId: string, o: JournalOptions) =>
     for (;;) {
       const summary = yield* control.getRun(runId)
       const own = yield* allEntries(runId, { ...(ownAfter === undefined ? {} : { after: ownAfter }), ...(types === undefined ? {} : { eventTypes: types }) })
-      const facts: ReadonlyArray<JournalEvent.Entry> = o.noOwnership ? [] : yield* ownershipEntries(runId, factsAfter)
+      const facts: ReadonlyArray<JournalEvent.Entry> = o.noOwnership
+        ? []
+        : (yield* ownershipEntries(runId, factsAfter)).filter((entry) => factsAfter !== undefined || keepFact(entry))
       const views = [
         ...own.map((entry) => ({ seq: entry.seq, emittedAtMs: entry.emittedAtMs, eventType: entry.eventType, payload: entry.payload, entry })),
         ...facts
