@@ -273,10 +273,11 @@ const runsCommand = Command.make("runs", {
 const runCommand = Command.make("run", {
   ...globalOptions,
   runId: Args.text({ name: "runId" }),
-  tail: Options.integer("tail").pipe(Options.withDefault(20))
+  tail: Options.integer("tail").pipe(Options.withDescription("how many journal entries to show (0 or more)"), Options.withDefault(20))
 }, (o) =>
   verb(o, "read", (ctx) => Verbs.run(ctx, o.runId, o.tail), {
     ids: [["runId", o.runId]],
+    check: () => Parse.tail(o.tail),
     onEmpty: (ctx) => Effect.fail(new CliFailure({ exitCode: 3, code: "run_not_found", message: `run "${o.runId}" not found in ${Session.location(ctx.globals)}` }))
   })).pipe(Command.withDescription("show a run: summary, attempts, open waits, journal tail"))
 

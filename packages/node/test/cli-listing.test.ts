@@ -88,6 +88,7 @@ describe("arguments are checked before the database file", () => {
     ["plans", "--decision", "maybe"],
     ["plans", "--limit", "501"],
     ["journal", "run-1", "--after", "-5"],
+    ["run", "run-1", "--tail", "-1"],
     ["cancel", "run-1", "--reason", ""],
     ["approve", "plan-1", "--reason", ""],
     ["deny", "plan-1", "--reason", "x".repeat(1001)]

@@ -143,6 +143,14 @@ export const after = (value: number): number => {
   return value
 }
 
+/** `--tail <n>` of `baton run`: a non-negative integer. */
+export const tail = (value: number): number => {
+  if (!Number.isSafeInteger(value) || value < 0) {
+    throw usage("invalid_tail", `--tail must be a non-negative integer, got ${value}`)
+  }
+  return value
+}
+
 /** `--as <id>` or `--as <kind>:<id>`; kind defaults to `operator`. */
 export const principal = (value: string): { readonly id: string; readonly kind: string } => {
   const colon = value.indexOf(":")
