@@ -330,27 +330,21 @@ const decideOptions = {
   key: Options.text("key").pipe(Options.optional)
 }
 
-const approveCommand = Command.make("approve", decideOptions, (o) =>
-  verb(o, "write", (ctx) => Verbs.decide(ctx, "approve", o.target, { scope: u(o.scope), reason: u(o.reason), key: u(o.key) }), {
-    check: () => {
-      Parse.approvalTarget(o.target)
-      Option.map(o.reason, Parse.reason)
-    },
-    key: o.key,
-    runOf: runOfTarget(o.target)
-  }))
-  .pipe(Command.withDescription("approve a plan or a run's approval request"))
+const decideCommand = (decision: "approve" | "deny", description: string) =>
+  Command.make(decision, decideOptions, (o) =>
+    verb(o, "write", (ctx) => Verbs.decide(ctx, decision, o.target, { scope: u(o.scope), reason: u(o.reason), key: u(o.key) }), {
+      check: () => {
+        Parse.approvalTarget(o.target)
+        Option.map(o.reason, Parse.reason)
+      },
+      key: o.key,
+      runOf: runOfTarget(o.target)
+    }))
+    .pipe(Command.withDescription(description))
 
-const denyCommand = Command.make("deny", decideOptions, (o) =>
-  verb(o, "write", (ctx) => Verbs.decide(ctx, "deny", o.target, { scope: u(o.scope), reason: u(o.reason), key: u(o.key) }), {
-    check: () => {
-      Parse.approvalTarget(o.target)
-      Option.map(o.reason, Parse.reason)
-    },
-    key: o.key,
-    runOf: runOfTarget(o.target)
-  }))
-  .pipe(Command.withDescription("deny a plan or a run's approval request"))
+const approveCommand = decideCommand("approve", "approve a plan or a run's approval request")
+
+const denyCommand = decideCommand("deny", "deny a plan or a run's approval request")
 
 const launchCommand = Command.make("launch", {
   ...globalOptions,
