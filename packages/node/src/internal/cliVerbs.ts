@@ -173,12 +173,14 @@ export interface UnreadableRun {
 
 /**
  * The run a control `PersistenceError` says it could not decode, or `undefined` for any other failure.
- * (control fails a whole listing page on one such row.)
+ * (control fails a whole listing page on one such row.) Control's contract names such failures
+ * `operation "decode <table.column>"` with a message `run <id>: …`; the CLI relies on that, not on tables.
  */
 export const undecodableRun = (error: unknown): string | undefined => {
   const e = error as { readonly _tag?: unknown; readonly operation?: unknown; readonly message?: unknown } | null
   if (e === null || typeof e !== "object" || e._tag !== "PersistenceError") return undefined
-  if (e.operation !== "decode flows_runs.state_json" || typeof e.message !== "string") return undefined
+  if (typeof e.operation !== "string" || !e.operation.startsWith("decode ") || typeof e.message !== "string") return undefined
+  if (!e.message.startsWith("run ")) return undefined
   return /^run (.*?): /s.exec(e.message)?.[1] ?? "?"
 }
 
