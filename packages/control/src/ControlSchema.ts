@@ -482,6 +482,24 @@ export const RunListFilters = Schema.Struct({
 export type RunListFilters = typeof RunListFilters.Type
 
 /**
+ * Whether one run summary passes listing filters, as `Control.list` applies them (`since` inclusive,
+ * `until` exclusive, both on `createdAt` ms; `principalId` matches `launchedBy.id`). For callers that
+ * filter summaries they read one by one.
+ *
+ * @since 0.1.0
+ * @category predicates
+ */
+export const matchesRunFilters = (summary: RunSummary, filters: RunListFilters): boolean =>
+  (filters.flowId === undefined || summary.flowId === filters.flowId) &&
+  (filters.status === undefined || summary.status === filters.status) &&
+  (filters.terminal === undefined || isTerminalStatus(summary.status) === filters.terminal) &&
+  (filters.parentRunId === undefined || summary.parentRunId === filters.parentRunId) &&
+  (filters.lineageId === undefined || summary.lineageId === filters.lineageId) &&
+  (filters.principalId === undefined || summary.launchedBy?.id === filters.principalId) &&
+  (filters.since === undefined || summary.createdAt >= filters.since) &&
+  (filters.until === undefined || summary.createdAt < filters.until)
+
+/**
  * A listing request of the facade: flows, plans or runs (§16.2).
  *
  * @since 0.1.0

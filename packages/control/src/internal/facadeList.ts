@@ -39,15 +39,7 @@ const encodeRunCursor = Schema.encodeSync(RunCursorText)
 
 type RunFilters = ControlSchema.RunListFilters
 
-const matches = (summary: ControlSchema.RunSummary, filters: RunFilters): boolean =>
-  (filters.flowId === undefined || summary.flowId === filters.flowId) &&
-  (filters.status === undefined || summary.status === filters.status) &&
-  (filters.terminal === undefined || ControlSchema.isTerminalStatus(summary.status) === filters.terminal) &&
-  (filters.parentRunId === undefined || summary.parentRunId === filters.parentRunId) &&
-  (filters.lineageId === undefined || summary.lineageId === filters.lineageId) &&
-  (filters.principalId === undefined || summary.launchedBy?.id === filters.principalId) &&
-  (filters.since === undefined || summary.createdAt >= filters.since) &&
-  (filters.until === undefined || summary.createdAt < filters.until)
+const matches = ControlSchema.matchesRunFilters
 
 /** Serves one `list` request over the runtime; `decorate` adds facade views (code drift) to run items. */
 export const list = (

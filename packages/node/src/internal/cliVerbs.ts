@@ -4,7 +4,7 @@
  */
 import * as Control from "@baton/control/Control"
 import * as ControlRuntime from "@baton/control/ControlRuntime"
-import type * as ControlSchema from "@baton/control/ControlSchema"
+import * as ControlSchema from "@baton/control/ControlSchema"
 import * as Companion from "@baton/journal/Companion"
 import * as Journal from "@baton/journal/Journal"
 import type * as JournalEvent from "@baton/journal/JournalEvent"
@@ -27,8 +27,6 @@ export interface VerbContext {
   readonly catalog: Catalog | undefined
   readonly tty: boolean
 }
-
-const terminalStatuses = new Set(["completed", "failed", "cancelled"])
 
 const out = (line: string) => Console.log(line)
 const outJson = (value: unknown) => Console.log(JSON.stringify(value))
@@ -212,7 +210,7 @@ export const runsRowByRow = (filters: ControlSchema.RunListFilters, order: "newe
     for (const runId of ids) {
       const summary = yield* control.getRun(runId).pipe(Effect.either)
       if (summary._tag === "Right") {
-        if (matchesFilters(summary.right, filters)) items.push(summary.right)
+        if (ControlSchema.matchesRunFilters(summary.right, filters)) items.push(summary.right)
         continue
       }
       if (summary.left._tag === "RunNotFound") continue
@@ -226,17 +224,6 @@ export const runsRowByRow = (filters: ControlSchema.RunListFilters, order: "newe
     }
     return { items, unreadable }
   })
-
-/** control's run-listing filters over one summary (the facade's own matching, for `runsRowByRow`). */
-const matchesFilters = (summary: ControlSchema.RunSummary, filters: ControlSchema.RunListFilters): boolean =>
-  (filters.flowId === undefined || summary.flowId === filters.flowId) &&
-  (filters.status === undefined || summary.status === filters.status) &&
-  (filters.terminal === undefined || terminalStatuses.has(summary.status) === filters.terminal) &&
-  (filters.parentRunId === undefined || summary.parentRunId === filters.parentRunId) &&
-  (filters.lineageId === undefined || summary.lineageId === filters.lineageId) &&
-  (filters.principalId === undefined || summary.launchedBy?.id === filters.principalId) &&
-  (filters.since === undefined || summary.createdAt >= filters.since) &&
-  (filters.until === undefined || summary.createdAt < filters.until)
 
 // ---------------------------------------------------------------------------------------------
 // run
@@ -505,7 +492,7 @@ export const decide = (ctx: VerbContext, decision: "approve" | "deny", targetArg
       const summary = yield* control.getRun(parsed.runId)
       const open = (summary.pendingWaits ?? []).filter((w) => w.reason === "approval")
       const wait = open.find((w) => w.name === parsed.requestId)
-      if ((wait === undefined || wait.tokenDigest === undefined) && terminalStatuses.has(summary.status)) {
+      if ((wait === undefined || wait.tokenDigest === undefined) && ControlSchema.isTerminalStatus(summary.status)) {
         return yield* new CliFailure({ exitCode: 4, code: "terminal", message: `${parsed.runId} is already ${summary.status}` })
       }
       if (wait === undefined || wait.tokenDigest === undefined) {
@@ -734,7 +721,7 @@ export const journal = (ctx: VerbContext, runId: string, o: JournalOptions) =>
       if (lastOwn !== undefined) ownAfter = lastOwn.seq
       const lastFact: JournalEvent.Entry | undefined = facts[facts.length - 1]
       if (lastFact !== undefined) factsAfter = lastFact.seq
-      if (terminalStatuses.has(summary.status)) return
+      if (ControlSchema.isTerminalStatus(summary.status)) return
       yield* Effect.sleep(o.pollMs)
     }
   })
