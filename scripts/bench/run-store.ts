@@ -26,12 +26,22 @@ interface Result {
   readonly machineBusy?: number
 }
 
-const measure = (args: ReadonlyArray<string>): Promise<Result> =>
+const measure = (args: ReadonlyArray<string>, barrier?: { readonly ready: () => void; readonly go: Promise<void> }): Promise<Result> =>
   new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ["--import", "tsx", fixture, ...args], { cwd: repoRoot, env })
+    const child = spawn(process.execPath, ["--import", "tsx", fixture, ...args], {
+      cwd: repoRoot,
+      env: barrier === undefined ? env : { ...env, BATON_BENCH_BARRIER: "1" }
+    })
     let out = ""
     let err = ""
-    child.stdout.on("data", (c) => (out += String(c)))
+    child.stdout.on("data", (c) => {
+      out += String(c)
+      if (barrier !== undefined && /^ready$/m.test(out) && !out.includes("{")) {
+        out = out.replace(/^ready\n/m, "")
+        barrier.ready()
+        void barrier.go.then(() => child.stdin.end("go\n"))
+      }
+    })
     child.stderr.on("data", (c) => (err += String(c)))
     child.on("close", (code) => {
       const line = out.split("\n").find((l) => l.startsWith("{"))
@@ -60,12 +70,16 @@ const one = await measure(["sqlite", file, "lifecycle", String(LIFECYCLES), "one
 const raw = await measure(["sqlite", file, "raw", String(LIFECYCLES * 10), "raw"])
 row("SQLite lifecycles, 1 process (stores)", rate(one), `ratio to raw floor ${(rate(one) / rate(raw)).toFixed(3)}`)
 row("SQLite lifecycles, raw better-sqlite3 floor", rate(raw), "1")
-const start = performance.now()
-const four = await Promise.all([0, 1, 2, 3].map((i) => measure(["sqlite", file, "lifecycle", String(LIFECYCLES), `four-${i}`])))
-const wall = performance.now() - start
+// The four start timing together: each warms up, says ready, and waits for the others.
+let readyCount = 0
+let go!: () => void
+const started = new Promise<void>((resolve) => (go = resolve))
+const barrier = { ready: () => ++readyCount === 4 && go(), go: started }
+const four = await Promise.all(
+  [0, 1, 2, 3].map((i) => measure(["sqlite", file, "lifecycle", String(LIFECYCLES), `four-${i}`], barrier))
+)
 const aggregate = (four.reduce((n, r) => n + r.count, 0) * 1000) / Math.max(...four.map((r) => r.ms))
 row("SQLite lifecycles, 4 processes aggregate", aggregate, `ratio to 1 process ${(aggregate / rate(one)).toFixed(2)}`)
-process.stdout.write(`(4-process wall time including process start: ${fmt(wall / 1000)} s)\n`)
 fs.rmSync(dir, { recursive: true, force: true })
 
 if (pgUrl !== undefined) {
@@ -78,10 +92,27 @@ if (pgUrl !== undefined) {
     const pgRaw = await measure([...target, "raw", String(LIFECYCLES), "raw"])
     row("PostgreSQL lifecycles (stores)", rate(pgOne), `ratio to raw floor ${(rate(pgOne) / rate(pgRaw)).toFixed(3)}`)
     row("PostgreSQL lifecycles, raw node-postgres floor", rate(pgRaw), "1")
+    // The protocol floor: the stores' own transactions sent raw, no library code (see the fixture).
+    const pgProtocol = await measure([...target, "protocol", String(LIFECYCLES), "protocol"])
+    row(
+      "PostgreSQL lifecycles, the stores' transactions through raw node-postgres (protocol floor)",
+      rate(pgProtocol),
+      `ratio to raw floor ${(rate(pgProtocol) / rate(pgRaw)).toFixed(3)}; stores reach ${
+        (rate(pgOne) / rate(pgProtocol)).toFixed(2)
+      } of it`
+    )
     const hb1 = await measure([...target, "heartbeats", String(HEARTBEATS), "1"])
     const hb8 = await measure([...target, "heartbeats", String(HEARTBEATS), "8"])
     row("PostgreSQL heartbeats, 1 connection, 1 run", rate(hb1), "1")
     row("PostgreSQL heartbeats, 8 connections, 8 runs", rate(hb8), `ratio to 1 connection ${(rate(hb8) / rate(hb1)).toFixed(2)}`)
+    const phb1 = await measure([...target, "protocol-heartbeats", String(HEARTBEATS), "1"])
+    const phb8 = await measure([...target, "protocol-heartbeats", String(HEARTBEATS), "8"])
+    row("PostgreSQL heartbeats, protocol floor, 1 connection", rate(phb1), "1")
+    row(
+      "PostgreSQL heartbeats, protocol floor, 8 connections",
+      rate(phb8),
+      `ratio to 1 connection ${(rate(phb8) / rate(phb1)).toFixed(2)}`
+    )
     // One Node process runs on one core: with 8 connections it can at best spend all of its
     // time on client work, so the gain over one connection is capped by latency ÷ client CPU.
     if (hb1.cpuMs !== undefined && hb8.cpuMs !== undefined) {
