@@ -155,7 +155,8 @@ export type RequestCancelOutcome = model.RequestCancelOutcome
 export type ClaimOutcome = model.ClaimOutcome
 
 /**
- * `steal`: a `ClaimOutcome` or `LivenessUnconfirmed` (evidence did not match).
+ * `steal`: a `ClaimOutcome` or `LivenessUnconfirmed` (evidence did not match, or the claimant is the
+ * recorded owner: re-own one's own stale run with `claimAndOwn`).
  *
  * @since 0.1.0
  * @category outcomes

@@ -292,8 +292,10 @@ export const make = (ctx: StoreContext): Pick<
         yield* admitReading(ctx, check)
         const proof = yield* admit("steal", Admission.evidence("evidence", evidence))
         yield* Effect.annotateCurrentSpan({ runId: id, claimantHostId: who.hostId })
+        // Evidence naming the claimant itself proves nothing: a self-claim would make `abandonClaim` (and a
+        // lost activation) release the ownership the row still records, wedging the run.
         const matched = snapshot.status === "running" && snapshot.owner !== null &&
-          Consensus.matchesEvidence(snapshot.owner, who, now, proof)
+          !Consensus.sameOwner(snapshot.owner, who) && Consensus.matchesEvidence(snapshot.owner, who, now, proof)
         const preCheck = Effect.succeed(
           matched ? Option.none() : Option.some<StealOutcome>({ _tag: "LivenessUnconfirmed" })
         )
