@@ -173,7 +173,9 @@ export type StealOutcome = model.StealOutcome
 export type ClaimAndOwnOutcome = model.ClaimAndOwnOutcome
 
 /**
- * `activate`: `Activated`, `ClaimLost`, `SnapshotChanged` (the claim was released).
+ * `activate`: `Activated`, `ClaimLost`, `SnapshotChanged` (the claim was released). The stamp it
+ * installs is read from Effect's `Clock` and bounded like every lease reading: more than 10 s ahead of
+ * the reference clock (the database's on PostgreSQL) fails `invalid_run` (`nowMs`) and writes nothing.
  *
  * @since 0.1.0
  * @category outcomes

@@ -485,6 +485,44 @@ const races = (hosts: Hosts) => {
     }).pipe(Effect.scoped))
 }
 
+const serverMs = Effect.flatMap(SqlClient.SqlClient, (sql) =>
+  Effect.map(
+    sql<{ ms: number }>`SELECT floor(extract(epoch from clock_timestamp()) * 1000)::bigint AS ms`,
+    (rows) => Number(rows[0]!.ms)
+  ))
+
+/** PostgreSQL: Effect's Clock is the host's, the database clock the reference. */
+const hostClockAhead = (makeStack: MakeStack) => {
+  it.effect("activate on a host whose Clock runs 60 s ahead is refused and cannot pin the lease into the future", () =>
+    Effect.gen(function*() {
+      const store = yield* RunStore.RunStore
+      const sql = yield* SqlClient.SqlClient
+      const now = yield* serverMs
+      yield* store.create("r", "{}")
+      // The claim's reading is correct (the host read the database clock for it) ...
+      expect(yield* store.claim("r", pending, A, now)).toEqual({ _tag: "Claimed", claimedAtMs: now })
+      const before = yield* Effect.all([
+        sql`SELECT * FROM flows_runs`,
+        sql`SELECT * FROM flows_consensus_leases`,
+        sql`SELECT * FROM flows_journal_heads`
+      ])
+      // ... but its own Clock is a minute ahead when it activates.
+      yield* TestClock.setTime(now + 60_000)
+      const error = yield* Effect.flip(store.activate("r", A, now, pending))
+      expect(error.code).toBe("invalid_run")
+      expect(error.cause).toMatchObject({ field: "nowMs", nowMs: now + 60_000, detail: "database clock" })
+      expect(yield* Effect.all([
+        sql`SELECT * FROM flows_runs`,
+        sql`SELECT * FROM flows_consensus_leases`,
+        sql`SELECT * FROM flows_journal_heads`
+      ])).toEqual(before)
+      // A Clock within the allowance activates; the stamp leads the database by at most 10 s.
+      yield* TestClock.setTime((yield* serverMs) + 5_000)
+      expect(yield* store.activate("r", A, now, pending)).toEqual({ _tag: "Activated" })
+      expect((yield* store.get("r")).heartbeatAtMs! - (yield* serverMs)).toBeLessThanOrEqual(10_000)
+    }).pipe(Effect.provide(makeStack())))
+}
+
 describe("break probes (SQLite)", () => {
   probes(sqliteStack)
   races(sqliteHosts)
@@ -494,4 +532,5 @@ const url = TestDatabase.postgresTestUrl("run-store break probes")
 describe.skipIf(url === undefined)("break probes (PostgreSQL)", () => {
   probes(postgresStack(url!))
   races(postgresHosts(url!))
+  hostClockAhead(postgresStack(url!))
 })

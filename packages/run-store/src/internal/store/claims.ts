@@ -176,12 +176,17 @@ export const make = (ctx: StoreContext): Pick<
         const snapshot = yield* admit("activate", Admission.snapshot("expected", expected))
         yield* Effect.annotateCurrentSpan({ runId: id, claimantHostId: who.hostId })
         const activatedAtMs = Math.floor(yield* Clock.currentTimeMillis)
-        return yield* write(
+        // The activation stamp is a lease reading like any other: bounded by the reference clock (on
+        // PostgreSQL the database clock), so a host whose Clock runs ahead cannot pin the lease into the future.
+        const check = { method: "activate", runId: id, nowMs: activatedAtMs, extra: { claimedAtMs: token } }
+        yield* admitReading(ctx, check)
+        return yield* leaseWrite(
           ctx,
-          "activate",
-          id,
-          Effect.gen(function*() {
-            const row = yield* lockRow(ctx, "activate", id)
+          check,
+          undefined,
+          (locked) =>
+            Effect.gen(function*() {
+            const row = yield* locked
             if (row === undefined || !Rows.claimMatches(row, who, token)) return { _tag: "ClaimLost" } as ActivateOutcome
             if (!Rows.snapshotMatches(row, snapshot)) {
               yield* ctx.consensus.release(id, who)
