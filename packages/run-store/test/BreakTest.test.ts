@@ -4,12 +4,15 @@
 import * as PgDatabase from "@baton/database/PgDatabase"
 import * as SqliteDatabase from "@baton/database/SqliteDatabase"
 import * as TestDatabase from "@baton/database/TestDatabase"
+import * as DurableWriter from "@baton/database/DurableWriter"
+import * as Journal from "@baton/journal/Journal"
 import * as Consensus from "@baton/journal/Consensus"
 import * as AttemptStore from "@baton/run-store/AttemptStore"
+import * as Heartbeat from "@baton/run-store/Heartbeat"
 import * as RunStore from "@baton/run-store/RunStore"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { describe, expect, it } from "@effect/vitest"
-import { Context, Effect, Layer, Scope, TestClock } from "effect"
+import { Clock, Context, Effect, Fiber, Layer, Scope, TestClock } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -230,6 +233,41 @@ const probes = (makeStack: MakeStack) => {
       expect(yield* everything).toEqual(before)
     })))
 
+  it.effect("a hand-off inside the caller's write that then fails leaves row, lease and facts as before, and can be redone", () =>
+    run(Effect.gen(function*() {
+      const store = yield* owned("r")
+      const writer = yield* DurableWriter.DurableWriter
+      const journal = yield* Journal.Journal
+      yield* TestClock.setTime(31_000)
+      const before = yield* everything
+      const factsBefore = yield* factEntries("r")
+      for (const attempt of [
+        store.steal("r", running(A, 0), B, 31_000, ev(A, B, 31_000)),
+        store.claimAndOwn("r", running(A, 0), C, 31_000, ev(A, C, 31_000)),
+        store.transitionOwned("r", A, "suspended")
+      ] as ReadonlyArray<Effect.Effect<{ readonly _tag: string }, RunStore.RunStoreError>>) {
+        for (const wrap of [
+          (e: Effect.Effect<unknown, unknown>) => writer.write(e, { key: "r" }),
+          (e: Effect.Effect<unknown, unknown>) => journal.transact(e, { key: "r" })
+        ]) {
+          const failed = yield* Effect.either(wrap(Effect.zipRight(
+            Effect.tap(attempt, (out) => expect(["Claimed", "Activated", "Transitioned"]).toContain(out._tag)),
+            Effect.fail("caller gave up" as const)
+          )))
+          expect(failed._tag).toBe("Left")
+          expect(yield* everything).toEqual(before)
+          expect(yield* factEntries("r")).toEqual(factsBefore)
+        }
+      }
+      // Redone outside, each hand-off lands and journals its facts at the next positions.
+      expect(yield* store.steal("r", running(A, 0), B, 31_000, ev(A, B, 31_000))).toEqual({ _tag: "Claimed", claimedAtMs: 31_000 })
+      expect(yield* store.activate("r", B, 31_000, running(A, 0))).toEqual({ _tag: "Activated" })
+      const entries = yield* factEntries("r")
+      expect(entries.map((e) => e.eventType.replace("flows.consensus.", ""))).toEqual(["claimed", "activated", "stolen", "activated"])
+      expect(entries.map((e) => e.seq)).toEqual([0, 1, 2, 3])
+      expect(entries.slice(2).map((e) => (e.payload as any).owner)).toEqual([B, B])
+    })))
+
   it.effect("model: random ownership traffic keeps row, lease table and companion facts in agreement", () =>
     run(Effect.gen(function*() {
       const store = yield* RunStore.RunStore
@@ -397,6 +435,19 @@ const postgresHosts = (url: string): Hosts =>
     return [one, two] as const
   })
 
+/**
+ * A clock whose wall time is the test's virtual `now` while sleeps and monotonic time stay live, so
+ * writes can back off for real while every stamp (activation included) is virtual.
+ */
+const virtualClock = (live: Clock.Clock, now: () => number): Clock.Clock => ({
+  [Clock.ClockTypeId]: Clock.ClockTypeId,
+  unsafeCurrentTimeMillis: now,
+  currentTimeMillis: Effect.sync(now),
+  unsafeCurrentTimeNanos: () => live.unsafeCurrentTimeNanos(),
+  currentTimeNanos: live.currentTimeNanos,
+  sleep: (duration) => live.sleep(duration)
+})
+
 const races = (hosts: Hosts) => {
   it.live("race: concurrent owners on two connections: one terminal transition per run, row/lease/facts agree", () =>
     Effect.gen(function*() {
@@ -458,7 +509,8 @@ const races = (hosts: Hosts) => {
                 if (row.claim) yield* store.abandonClaim(id, row.claim, row.claimedAtMs!)
             }
           }
-        }).pipe(Effect.provide(k % 2 === 0 ? one : two))
+        }).pipe(Effect.provide(k % 2 === 0 ? one : two), Effect.withClock(clock))
+      const clock = virtualClock(yield* Effect.clock, () => now)
       yield* Effect.all(Array.from({ length: 6 }, (_, k) => worker(k)), { concurrency: 6 })
       yield* Effect.gen(function*() {
         const store = yield* RunStore.RunStore
@@ -483,6 +535,177 @@ const races = (hosts: Hosts) => {
         }
       }).pipe(Effect.provide(one))
     }).pipe(Effect.scoped))
+
+  it.live("race: each pair of competing hand-offs has exactly one winner, on two connections", () =>
+    Effect.gen(function*() {
+      const [one, two] = yield* hosts
+      let now = 0
+      const clock = virtualClock(yield* Effect.clock, () => now)
+      const on = <X>(ctx: Context.Context<Env>, f: (s: RunStore.Service) => Effect.Effect<X, RunStore.RunStoreError>) =>
+        Effect.provide(Effect.flatMap(RunStore.RunStore, f), ctx).pipe(Effect.withClock(clock))
+      const both = <X, Y>(x: Effect.Effect<X, unknown>, y: Effect.Effect<Y, unknown>) =>
+        Effect.all([x, y] as const, { concurrency: 2 })
+      const wins = { abandonOrActivate: [0, 0], recoverOrActivate: [0, 0], twoThieves: 0, completeOrTakeover: [0, 0] }
+      for (let i = 0; i < 12; i++) {
+        // A stale owner A at stamp 0; everything below reads at 31,000 (behind any reference clock).
+        const id = `h${i}`
+        now = 0
+        yield* on(one, (s) => s.create(id, "{}"))
+        yield* on(one, (s) => s.claimAndOwn(id, pending, A, 0))
+        const old = running(A, 0)
+        const t = 31_000
+        now = t
+        // 1. The thief's own abandon against its activation.
+        expect(yield* on(one, (s) => s.steal(id, old, B, t, ev(A, B, t)))).toEqual({ _tag: "Claimed", claimedAtMs: t })
+        const [abandoned, activated] = yield* both(
+          on(one, (s) => s.abandonClaim(id, B, t)),
+          on(two, (s) => s.activate(id, B, t, old))
+        )
+        expect([abandoned._tag, activated._tag].sort()).toEqual(
+          abandoned._tag === "Abandoned" ? ["Abandoned", "ClaimLost"] : ["Activated", "ClaimLost"]
+        )
+        wins.abandonOrActivate[abandoned._tag === "Abandoned" ? 0 : 1]!++
+        let row = yield* on(one, (s) => s.get(id))
+        expect(row.owner).toEqual(activated._tag === "Activated" ? B : A)
+        const owner = row.owner!
+        const stamp = row.heartbeatAtMs!
+        // 2. A peer's recovery of a stale claim against the late claimant's activation.
+        const t2 = stamp + 30_001
+        now = t2
+        const thief = Consensus.sameOwner(owner, B) ? C : B
+        expect((yield* on(one, (s) => s.steal(id, row, thief, t2, ev(owner, thief, t2))))._tag).toBe("Claimed")
+        const t3 = t2 + 30_001
+        now = t3
+        const observer = Consensus.sameOwner(thief, B) ? C : B
+        const [recovered, late] = yield* both(
+          on(one, (s) => s.recoverClaim(id, thief, t2, observer, t3, ev(thief, observer, t3))),
+          on(two, (s) => s.activate(id, thief, t2, row))
+        )
+        expect([recovered._tag === "Recovered", late._tag === "Activated"].filter(Boolean).length).toBe(1)
+        wins.recoverOrActivate[recovered._tag === "Recovered" ? 0 : 1]!++
+        row = yield* on(one, (s) => s.get(id))
+        expect([row.owner, row.claim]).toEqual([late._tag === "Activated" ? thief : owner, null])
+        // 3. Two thieves on two connections: one claim.
+        const t4 = row.heartbeatAtMs! + 30_001
+        now = t4
+        const x = { hostId: "host-x", pid: 7, nonce: `x${i}` }
+        const y = { hostId: "host-y", pid: 8, nonce: `y${i}` }
+        const [sx, sy] = yield* both(
+          on(one, (s) => s.claimAndOwn(id, row, x, t4, ev(row.owner!, x, t4))),
+          on(two, (s) => s.claimAndOwn(id, row, y, t4, ev(row.owner!, y, t4)))
+        )
+        expect([sx._tag, sy._tag].filter((tag) => tag === "Activated").length).toBe(1)
+        wins.twoThieves++
+        const winner = sx._tag === "Activated" ? x : y
+        // 4. The deposed owner's guarded completion against a takeover of a stale lease.
+        row = yield* on(one, (s) => s.get(id))
+        const t5 = row.heartbeatAtMs! + 30_001
+        now = t5
+        const z = { hostId: "host-z", pid: 9, nonce: `z${i}` }
+        const [completed, taken] = yield* both(
+          on(one, (s) => s.transitionOwned(id, winner, "completed", '{"done":true}', { cancelRequested: "absent" })),
+          on(two, (s) => s.claimAndOwn(id, row, z, t5, ev(winner, z, t5)))
+        )
+        expect([completed._tag === "Transitioned", taken._tag === "Activated"].filter(Boolean).length).toBe(1)
+        wins.completeOrTakeover[completed._tag === "Transitioned" ? 0 : 1]!++
+        row = yield* on(one, (s) => s.get(id))
+        expect(row.status).toBe(completed._tag === "Transitioned" ? "completed" : "running")
+        if (taken._tag === "Activated") {
+          expect(yield* on(one, (s) => s.transitionOwned(id, winner, "completed"))).toEqual({ _tag: "FenceLost" })
+        }
+        // The strategy agrees with the row after every round.
+        const lease = yield* Effect.provide(
+          Effect.flatMap(SqlClient.SqlClient, (sql) => sql<any>`SELECT * FROM flows_consensus_leases WHERE run_id = ${id}`),
+          one
+        )
+        expect(lease[0]?.owner_nonce ?? null).toEqual(row.owner?.nonce ?? null)
+        expect(lease[0]?.claim_nonce ?? null).toEqual(null)
+      }
+      expect(wins.twoThieves).toBe(12)
+    }).pipe(Effect.scoped))
+}
+
+/** SQLite: Effect's Clock is the reference, so the allowance's edges are exact. */
+const sqliteOnly = () => {
+  const everything = Effect.flatMap(SqlClient.SqlClient, (sql) =>
+    Effect.all([
+      sql`SELECT * FROM flows_runs ORDER BY run_id`,
+      sql`SELECT * FROM flows_consensus_leases ORDER BY run_id`,
+      sql`SELECT * FROM flows_journal_heads ORDER BY run_id`,
+      sql`SELECT * FROM flows_run_changes ORDER BY run_id`
+    ]))
+
+  it.effect("every lease reading is admitted 10,000 ms ahead and refused at 10,001 with nothing written", () =>
+    Effect.gen(function*() {
+      const store = yield* RunStore.RunStore
+      yield* TestClock.setTime(100_000)
+      for (const id of ["own", "steal", "recover", "beat"]) yield* store.create(id, "{}")
+      yield* store.claimAndOwn("own", pending, A, 60_000)
+      yield* store.claimAndOwn("steal", pending, A, 60_000)
+      yield* store.claim("recover", pending, A, 60_000)
+      yield* store.claimAndOwn("beat", pending, A, 100_000)
+      const calls = (ahead: number) => {
+        const t = 100_000 + ahead
+        return [
+          ["claimAndOwn", store.claimAndOwn("own", running(A, 60_000), B, t, ev(A, B, t))],
+          ["steal", store.steal("steal", running(A, 60_000), C, t, ev(A, C, t))],
+          ["recoverClaim", store.recoverClaim("recover", A, 60_000, C, t, ev(A, C, t))],
+          ["heartbeat", store.heartbeat("beat", A, t)],
+          ["reconfirm", store.reconfirm("beat", A, t)]
+        ] as const
+      }
+      const before = yield* everything
+      for (const [method, call] of calls(10_001)) {
+        const error = yield* Effect.flip(call as Effect.Effect<unknown, RunStore.RunStoreError>)
+        expect([error.code, error.method, error.message]).toEqual([
+          "invalid_run",
+          method,
+          `invalid_run: RunStore.${method}: nowMs leads the effect clock by more than 10000 ms`
+        ])
+      }
+      expect(yield* everything).toEqual(before)
+      const admitted: Array<unknown> = []
+      for (const [, call] of calls(10_000)) admitted.push(yield* (call as Effect.Effect<unknown, RunStore.RunStoreError>))
+      expect(admitted).toEqual([
+        { _tag: "Activated" },
+        { _tag: "Claimed", claimedAtMs: 110_000 },
+        { _tag: "Recovered" },
+        { _tag: "Updated", heartbeatAtMs: 110_000 },
+        { _tag: "Updated", heartbeatAtMs: 110_000 }
+      ])
+      // The stamp pinned 10 s ahead is judged literally: stale only strictly after 140,000.
+      yield* TestClock.setTime(130_000)
+      expect(yield* store.steal("beat", running(A, 110_000), C, 140_000, ev(A, C, 140_000))).toEqual({ _tag: "HeartbeatFresh" })
+      yield* TestClock.setTime(130_001)
+      expect(yield* store.steal("beat", running(A, 110_000), C, 140_001, ev(A, C, 140_001))).toEqual({
+        _tag: "Claimed",
+        claimedAtMs: 140_001
+      })
+    }).pipe(Effect.provide(sqliteStack())))
+
+  it.effect("keepAlive started late counts its budget from the stored stamp, not from its own start", () =>
+    Effect.gen(function*() {
+      const store = yield* RunStore.RunStore
+      yield* store.create("r", "{}")
+      expect(yield* store.claimAndOwn("r", pending, A, 0)).toEqual({ _tag: "Activated" })
+      // The owner reaches keepAlive 15 s after its claim, and the database stops taking its writes.
+      yield* TestClock.setTime(15_000)
+      const down = Effect.fail(new RunStore.RunStoreError({ code: "persistence_failed", method: "heartbeat", message: "down", cause: null }))
+      const broken: RunStore.Service = { ...store, heartbeat: () => down, reconfirm: () => down }
+      const work = yield* Effect.fork(Effect.never)
+      const loop = yield* Effect.fork(
+        Heartbeat.keepAlive("r", A, work).pipe(Effect.provideService(RunStore.RunStore, broken))
+      )
+      yield* TestClock.adjust(3_999)
+      yield* Effect.repeatN(Effect.yieldNow(), 20)
+      expect(work.unsafePoll()).toBeNull()
+      yield* TestClock.adjust(1)
+      yield* Effect.repeatN(Effect.yieldNow(), 20)
+      expect(work.unsafePoll()).not.toBeNull()
+      expect(yield* Fiber.join(loop)).toEqual({ _tag: "Lapsed", unconfirmedMs: 19_000 })
+      // It stopped while even a peer reading 10 s ahead (the most admitted) still sees the lease fresh.
+      expect(yield* store.steal("r", running(A, 0), B, 29_000, ev(A, B, 29_000))).toEqual({ _tag: "HeartbeatFresh" })
+    }).pipe(Effect.provide(sqliteStack())))
 }
 
 const serverMs = Effect.flatMap(SqlClient.SqlClient, (sql) =>
@@ -526,6 +749,7 @@ const hostClockAhead = (makeStack: MakeStack) => {
 describe("break probes (SQLite)", () => {
   probes(sqliteStack)
   races(sqliteHosts)
+  sqliteOnly()
 })
 
 const url = TestDatabase.postgresTestUrl("run-store break probes")
