@@ -1,12 +1,12 @@
 /**
  * Adversarial probes of docs/run-store.md's guarantees, as a new user would write them.
  */
+import * as DurableWriter from "@baton/database/DurableWriter"
 import * as PgDatabase from "@baton/database/PgDatabase"
 import * as SqliteDatabase from "@baton/database/SqliteDatabase"
 import * as TestDatabase from "@baton/database/TestDatabase"
-import * as DurableWriter from "@baton/database/DurableWriter"
-import * as Journal from "@baton/journal/Journal"
 import * as Consensus from "@baton/journal/Consensus"
+import * as Journal from "@baton/journal/Journal"
 import * as AttemptStore from "@baton/run-store/AttemptStore"
 import * as Heartbeat from "@baton/run-store/Heartbeat"
 import * as RunStore from "@baton/run-store/RunStore"
@@ -34,11 +34,11 @@ import {
 
 const probes = (makeStack: MakeStack) => {
   const run = <X, E>(effect: Effect.Effect<X, E, any>) => Effect.provide(effect, makeStack())
-  const owned = (id: string, owner = A, now = 0) =>
+  const owned = (id: string, owner = A) =>
     Effect.gen(function*() {
       const store = yield* RunStore.RunStore
       yield* store.create(id, "{}")
-      expect(yield* store.claimAndOwn(id, pending, owner, now)).toEqual({ _tag: "Activated" })
+      expect(yield* store.claimAndOwn(id, pending, owner, 0)).toEqual({ _tag: "Activated" })
       return store
     })
   /** Every table a refused call must leave alone. */
@@ -419,7 +419,9 @@ type Hosts = Effect.Effect<readonly [Context.Context<Env>, Context.Context<Env>]
 
 const sqliteHosts: Hosts = Effect.gen(function*() {
   const scope = yield* Scope.Scope
-  const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "run-store-break-")), "runs.db")
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "run-store-break-"))
+  yield* Effect.addFinalizer(() => Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true })))
+  const file = path.join(dir, "runs.db")
   const one = yield* Layer.buildWithScope(stack(SqliteDatabase.layer({ filename: file })), scope)
   const two = yield* Layer.buildWithScope(stack(SqliteDatabase.layer({ filename: file })), scope)
   return [one, two] as const
