@@ -75,6 +75,9 @@ const nanosToMs = (nanos: bigint): number => Number(nanos / 1_000_000n)
  * extends it. On `FenceLost`/`NotFound` it interrupts `work` at once and ends `Lost`; when
  * the budget runs out and a bounded `reconfirm` does not confirm, it calls `onLapse`,
  * interrupts `work` and ends `Lapsed`. Interruption of `work` is requested, not awaited.
+ * The budget stops the owner before a peer may take over as long as the owner's clock lag
+ * plus a peer's clock lead stays within 11 s (30 s stale − 19 s budget): one machine's
+ * processes share a clock, and on PostgreSQL `PgDatabase.layerClock` gives hosts the database's.
  *
  * @since 0.1.0
  * @category heartbeat

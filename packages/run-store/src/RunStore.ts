@@ -114,7 +114,8 @@ export type RunSnapshot = model.RunSnapshot
 export type RunRow = model.RunRow
 
 /**
- * `create` options: parent run, and lineage id plus round ordinal (both or neither).
+ * `create` options: parent run (an existing run other than the one being created), and lineage id
+ * plus round ordinal (both or neither).
  *
  * @since 0.1.0
  * @category models

@@ -96,6 +96,11 @@ describe("admission and errors", () => {
       yield* store.create("r", "{}")
       expect((yield* Effect.flip(store.create("r", "{}"))).code).toBe("constraint")
       expect((yield* Effect.flip(store.create("child", "{}", { parentRunId: "nope" }))).code).toBe("constraint")
+      // A run cannot be its own parent: refused before the write, nothing stored.
+      const before = yield* snapshotTable
+      const self = yield* expectInvalid(store.create("self", "{}", { parentRunId: "self" }), "create")
+      expect(self.message).toContain("options.parentRunId must name another run")
+      expect(yield* snapshotTable).toEqual(before)
       yield* store.create("l1", "{}", { lineageId: "L", roundOrdinal: 1 })
       expect((yield* Effect.flip(store.create("l1b", "{}", { lineageId: "L", roundOrdinal: 1 }))).code).toBe("constraint")
       const missing = yield* Effect.flip(store.get("missing"))

@@ -109,7 +109,8 @@ export interface AdmittedCreateOptions {
   readonly roundOrdinal: number | null
 }
 
-export const createOptions = (value: unknown): Admitted<AdmittedCreateOptions> => {
+/** `create`'s options; `runId` is the admitted id of the run being created (a run cannot be its own parent). */
+export const createOptions = (value: unknown, creatingRunId: string): Admitted<AdmittedCreateOptions> => {
   if (value === undefined || value === null) return ok({ parentRunId: null, lineageId: null, roundOrdinal: null })
   const fields = Boundary.record("options", value, ["parentRunId", "lineageId", "roundOrdinal"], true)
   if (isRefusal(fields)) return fields
@@ -119,6 +120,9 @@ export const createOptions = (value: unknown): Admitted<AdmittedCreateOptions> =
   if (present(raw.parentRunId)) {
     const admitted = runId(raw.parentRunId, "options.parentRunId")
     if (isRefusal(admitted)) return admitted
+    if (admitted.value === creatingRunId) {
+      return refuse("options.parentRunId", "options.parentRunId must name another run, not the run being created")
+    }
     parentRunId = admitted.value
   }
   let lineageId: string | null = null

@@ -42,7 +42,7 @@ export const make = (ctx: StoreContext): Pick<Service, "create" | "get" | "linea
       undefined,
       Effect.gen(function*() {
         const id = yield* admit("create", Admission.newRunId(runId))
-        const opts = yield* admit("create", Admission.createOptions(options))
+        const opts = yield* admit("create", Admission.createOptions(options, id))
         const state = yield* admit("create", Boundary.jsonText("stateJson", stateJson))
         yield* Effect.annotateCurrentSpan({ runId: id })
         const createdAtMs = Math.floor(yield* Clock.currentTimeMillis)
