@@ -735,7 +735,8 @@ const hostClockAhead = (makeStack: MakeStack) => {
       yield* TestClock.setTime(now + 60_000)
       const error = yield* Effect.flip(store.activate("r", A, now, pending))
       expect(error.code).toBe("invalid_run")
-      expect(error.cause).toMatchObject({ field: "nowMs", nowMs: now + 60_000, detail: "database clock" })
+      expect(error.cause).toMatchObject({ field: "activatedAtMs (this host's Clock)", nowMs: now + 60_000, detail: "database clock" })
+      expect(error.message).toContain("activatedAtMs (this host's Clock) leads the database clock by more than 10000 ms")
       expect(yield* Effect.all([
         sql`SELECT * FROM flows_runs`,
         sql`SELECT * FROM flows_consensus_leases`,

@@ -27,6 +27,8 @@ export interface ReadingCheck {
   readonly method: string
   readonly runId: string
   readonly nowMs: number
+  /** How the refusal names the reading (default `nowMs`, the caller's argument). */
+  readonly field?: string
   readonly extra?: Readonly<Record<string, unknown>>
 }
 
@@ -35,7 +37,11 @@ const refuseAhead = (check: ReadingCheck, clockMs: number, detail: string) =>
     ? Effect.fail(
       Errors.invalid(
         check.method,
-        { _tag: "Refusal", field: "nowMs", detail: `nowMs leads the ${detail} by more than ${skewAllowanceMs} ms` },
+        {
+          _tag: "Refusal",
+          field: check.field ?? "nowMs",
+          detail: `${check.field ?? "nowMs"} leads the ${detail} by more than ${skewAllowanceMs} ms`
+        },
         { runId: check.runId, nowMs: check.nowMs, clockMs, ...check.extra, detail }
       )
     )

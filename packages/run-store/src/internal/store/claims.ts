@@ -178,7 +178,13 @@ export const make = (ctx: StoreContext): Pick<
         const activatedAtMs = Math.floor(yield* Clock.currentTimeMillis)
         // The activation stamp is a lease reading like any other: bounded by the reference clock (on
         // PostgreSQL the database clock), so a host whose Clock runs ahead cannot pin the lease into the future.
-        const check = { method: "activate", runId: id, nowMs: activatedAtMs, extra: { claimedAtMs: token } }
+        const check = {
+          method: "activate",
+          runId: id,
+          nowMs: activatedAtMs,
+          field: "activatedAtMs (this host's Clock)",
+          extra: { claimedAtMs: token }
+        }
         yield* admitReading(ctx, check)
         return yield* leaseWrite(
           ctx,
