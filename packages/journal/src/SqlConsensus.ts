@@ -142,7 +142,7 @@ export const make: Effect.Effect<Consensus.Service, never, DurableWriter | SqlCl
     const steal: Consensus.Service["steal"] = (runId, claimant, nowMs, evidence) =>
       validate({ runId, claimant, nowMs, evidence }).pipe(
         Effect.zipRight(Effect.suspend(() => {
-          if (!Rules.matchesEvidence(evidence.expectedOwner, claimant, nowMs, evidence)) {
+          if (!Rules.stealEvidenceValid(claimant, nowMs, evidence)) {
             return Effect.succeed(Rules.rejected("evidence_invalid"))
           }
           return write(

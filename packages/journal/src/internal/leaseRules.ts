@@ -54,6 +54,16 @@ export const matchesEvidence = (
   }
 }
 
+/**
+ * The I/O-free precondition of `steal`, shared by every strategy: `evidence`
+ * matches (`matchesEvidence(evidence.expectedOwner, claimant, …)`) and does not
+ * name the claimant itself. A self-steal proves nothing about liveness, and the
+ * claimant's later `release` would clear the ownership along with the claim
+ * (deliberate deviation: journal.md is silent; re-own via `release` + `claim`).
+ */
+export const stealEvidenceValid = (claimant: OwnerId, nowMs: number, evidence: LivenessEvidence): boolean =>
+  !sameOwner(evidence.expectedOwner, claimant) && matchesEvidence(evidence.expectedOwner, claimant, nowMs, evidence)
+
 /** Stale iff strictly older than `nowMs - 30 000`. */
 export const isStale = (stampMs: number, nowMs: number): boolean => stampMs < nowMs - staleAfterMs
 
@@ -108,7 +118,7 @@ export const steal = (
   nowMs: number,
   evidence: LivenessEvidence
 ): Step<Granted | Rejected> => {
-  if (!matchesEvidence(evidence.expectedOwner, claimant, nowMs, evidence)) {
+  if (!stealEvidenceValid(claimant, nowMs, evidence)) {
     return { outcome: rejected("evidence_invalid"), next: lease }
   }
   if (lease === undefined || !same(lease.owner, evidence.expectedOwner)) {

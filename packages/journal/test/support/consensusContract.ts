@@ -99,6 +99,26 @@ export const consensusContract = (
         })
       }))
 
+    test("check 26: the owner cannot steal its own stale run (evidence_invalid, nothing written)", (c) =>
+      Effect.gen(function*() {
+        yield* c.claim("r", A, 0)
+        yield* c.activate("r", A, 0, 0)
+        const now = S + 1
+        const invalid = { _tag: "Rejected", reason: "evidence_invalid" }
+        expect(yield* c.steal("r", A, now, evidence(A, now, "lease-expired"))).toEqual(invalid)
+        expect(yield* c.steal("r", A, now, evidence(A, now, "same-host-pid-dead"))).toEqual(invalid)
+        // Unchanged: A still owns the run (guard), no claim is pending (a claim meets the owner, not a claim).
+        yield* c.guard("r", A)
+        expect(yield* c.claim("r", B, now)).toEqual({ _tag: "Rejected", reason: "owner_held" })
+        // Positive control: another claimant with the same evidence is granted.
+        expect(yield* c.steal("r", B, now, evidence(A, now, "lease-expired"))).toEqual({
+          _tag: "Granted",
+          grantedAtMs: now
+        })
+        expect(yield* c.activate("r", B, now, now)).toEqual({ _tag: "Activated" })
+        yield* c.guard("r", B)
+      }))
+
     test("check 26: same-host-pid-dead works from the owner's host, lease-expired from any host", (c) =>
       Effect.gen(function*() {
         yield* c.claim("r1", A, 0)
