@@ -105,9 +105,15 @@ if (pgUrl !== undefined) {
     const hb8 = await measure([...target, "heartbeats", String(HEARTBEATS), "8"])
     row("PostgreSQL heartbeats, 1 connection, 1 run", rate(hb1), "1")
     row("PostgreSQL heartbeats, 8 connections, 8 runs", rate(hb8), `ratio to 1 connection ${(rate(hb8) / rate(hb1)).toFixed(2)}`)
+    const ehb1 = await measure([...target, "effect-sql-heartbeats", String(HEARTBEATS), "1"])
+    row(
+      "PostgreSQL heartbeats, same transaction through the Effect SQL client alone, 1 connection",
+      rate(ehb1),
+      `ratio to the stores ${(rate(ehb1) / rate(hb1)).toFixed(2)}`
+    )
     const phb1 = await measure([...target, "protocol-heartbeats", String(HEARTBEATS), "1"])
     const phb8 = await measure([...target, "protocol-heartbeats", String(HEARTBEATS), "8"])
-    row("PostgreSQL heartbeats, protocol floor, 1 connection", rate(phb1), "1")
+    row("PostgreSQL heartbeats, protocol floor, 1 connection", rate(phb1), `ratio to the stores ${(rate(phb1) / rate(hb1)).toFixed(2)}`)
     row(
       "PostgreSQL heartbeats, protocol floor, 8 connections",
       rate(phb8),
@@ -115,6 +121,11 @@ if (pgUrl !== undefined) {
     )
     // One Node process runs on one core: with 8 connections it can at best spend all of its
     // time on client work, so the gain over one connection is capped by latency ÷ client CPU.
+    const perBeat = (r: Result) => r.cpuMs === undefined ? "?" : (r.cpuMs / r.count).toFixed(2)
+    process.stdout.write(
+      `(client CPU per heartbeat, 1 connection: stores ${perBeat(hb1)} ms, Effect SQL alone ${perBeat(ehb1)} ms, ` +
+        `raw node-postgres ${perBeat(phb1)} ms)\n`
+    )
     if (hb1.cpuMs !== undefined && hb8.cpuMs !== undefined) {
       process.stdout.write(
         `(client CPU per heartbeat: ${(hb1.cpuMs / hb1.count).toFixed(2)} ms with 1 connection, ` +
