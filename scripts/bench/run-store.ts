@@ -59,6 +59,8 @@ const row = (what: string, value: number, ratio: string) => {
 }
 
 const LIFECYCLES = Number(process.env["BATON_BENCH_LIFECYCLES"] ?? 60)
+/** SQLite lifecycles per process: a SQLite lifecycle takes only milliseconds, and short runs swing. */
+const SQLITE_LIFECYCLES = Number(process.env["BATON_BENCH_SQLITE_LIFECYCLES"] ?? 300)
 /** Timed heartbeats per measurement (spread over the runs), enough for a steady rate. */
 const HEARTBEATS = Number(process.env["BATON_BENCH_HEARTBEATS"] ?? 4000)
 
@@ -66,8 +68,8 @@ const HEARTBEATS = Number(process.env["BATON_BENCH_HEARTBEATS"] ?? 4000)
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), "run-store-bench-"))
 const file = path.join(dir, "runs.db")
 await measure(["sqlite", file, "lifecycle", "1", "warmup"])
-const one = await measure(["sqlite", file, "lifecycle", String(LIFECYCLES), "one"])
-const raw = await measure(["sqlite", file, "raw", String(LIFECYCLES * 10), "raw"])
+const one = await measure(["sqlite", file, "lifecycle", String(SQLITE_LIFECYCLES), "one"])
+const raw = await measure(["sqlite", file, "raw", String(SQLITE_LIFECYCLES * 4), "raw"])
 row("SQLite lifecycles, 1 process (stores)", rate(one), `ratio to raw floor ${(rate(one) / rate(raw)).toFixed(3)}`)
 row("SQLite lifecycles, raw better-sqlite3 floor", rate(raw), "1")
 // The four start timing together: each warms up, says ready, and waits for the others.
@@ -76,7 +78,7 @@ let go!: () => void
 const started = new Promise<void>((resolve) => (go = resolve))
 const barrier = { ready: () => ++readyCount === 4 && go(), go: started }
 const four = await Promise.all(
-  [0, 1, 2, 3].map((i) => measure(["sqlite", file, "lifecycle", String(LIFECYCLES), `four-${i}`], barrier))
+  [0, 1, 2, 3].map((i) => measure(["sqlite", file, "lifecycle", String(SQLITE_LIFECYCLES), `four-${i}`], barrier))
 )
 const aggregate = (four.reduce((n, r) => n + r.count, 0) * 1000) / Math.max(...four.map((r) => r.ms))
 row("SQLite lifecycles, 4 processes aggregate", aggregate, `ratio to 1 process ${(aggregate / rate(one)).toFixed(2)}`)
