@@ -25,6 +25,7 @@ import {
   factEntries,
   facts,
   type MakeStack,
+  ownedRun,
   pending,
   postgresStack,
   running,
@@ -34,13 +35,7 @@ import {
 
 const probes = (makeStack: MakeStack) => {
   const run = <X, E>(effect: Effect.Effect<X, E, any>) => Effect.provide(effect, makeStack())
-  const owned = (id: string, owner = A) =>
-    Effect.gen(function*() {
-      const store = yield* RunStore.RunStore
-      yield* store.create(id, "{}")
-      expect(yield* store.claimAndOwn(id, pending, owner, 0)).toEqual({ _tag: "Activated" })
-      return store
-    })
+  const owned = (id: string, owner = A) => ownedRun(id, owner)
   /** Every table a refused call must leave alone. */
   const everything = Effect.flatMap(SqlClient.SqlClient, (sql) =>
     Effect.all([

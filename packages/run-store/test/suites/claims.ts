@@ -6,17 +6,11 @@ import * as RunStore from "@baton/run-store/RunStore"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { expect, it } from "@effect/vitest"
 import { Effect, Layer, TestClock } from "effect"
-import { A, B, C, ev, factEntries, facts, type MakeStack, pending, running } from "../support/stack.js"
+import { A, B, C, ev, factEntries, facts, type MakeStack, ownedRun, pending, running } from "../support/stack.js"
 
 export const claimsSuite = (makeStack: MakeStack) => {
   const run = <X, E>(effect: Effect.Effect<X, E, any>) => Effect.provide(effect, makeStack())
-  const owned = (id: string, owner = A) =>
-    Effect.gen(function*() {
-      const store = yield* RunStore.RunStore
-      yield* store.create(id, "{}")
-      expect(yield* store.claimAndOwn(id, pending, owner, 0)).toEqual({ _tag: "Activated" })
-      return store
-    })
+  const owned = (id: string, owner = A) => ownedRun(id, owner)
 
   it.effect("10: two-phase lifecycle journals claimed, activated, released", () =>
     run(Effect.gen(function*() {

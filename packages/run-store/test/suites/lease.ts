@@ -6,17 +6,11 @@ import * as RunStore from "@baton/run-store/RunStore"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { expect, it } from "@effect/vitest"
 import { Context, Effect, Either, TestClock } from "effect"
-import { A, B, C, ev, facts, type MakeStack, pending, running } from "../support/stack.js"
+import { A, B, C, ev, facts, type MakeStack, ownedRun, pending, running } from "../support/stack.js"
 
 export const leaseSuite = (makeStack: MakeStack) => {
   const run = <X, E>(effect: Effect.Effect<X, E, any>) => Effect.provide(effect, makeStack())
-  const owned = (id: string, owner = A) =>
-    Effect.gen(function*() {
-      const store = yield* RunStore.RunStore
-      yield* store.create(id, '{"v":1}')
-      expect(yield* store.claimAndOwn(id, pending, owner, 0)).toEqual({ _tag: "Activated" })
-      return store
-    })
+  const owned = (id: string, owner = A) => ownedRun(id, owner, '{"v":1}')
 
   it.effect("22: the stored stamp never moves backwards", () =>
     run(Effect.gen(function*() {

@@ -37,6 +37,16 @@ export const running = (owner: Owner, heartbeatAtMs: number): RunStore.RunSnapsh
   heartbeatAtMs
 })
 
+/** Creates `id` with `stateJson` and makes `owner` its owner at 0 (dies unless `Activated`); yields the store. */
+export const ownedRun = (id: string, owner: Owner = A, stateJson = "{}") =>
+  Effect.gen(function*() {
+    const store = yield* RunStore.RunStore
+    yield* store.create(id, stateJson)
+    const outcome = yield* store.claimAndOwn(id, pending, owner, 0)
+    if (outcome._tag !== "Activated") return yield* Effect.dieMessage(`ownedRun: claimAndOwn answered ${outcome._tag}`)
+    return store
+  })
+
 export type Env =
   | RunStore.RunStore
   | AttemptStore.AttemptStore
