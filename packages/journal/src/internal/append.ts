@@ -17,7 +17,14 @@ import { maxSeq } from "./text.js"
 
 export type AppendResult =
   | { readonly _tag: "Appended"; readonly entry: NewEntry; readonly contentKey: string }
-  | { readonly _tag: "Duplicate"; readonly seq: number; readonly sourceSeq: number; readonly eventId: string; readonly contentKey: string }
+  | {
+    readonly _tag: "Duplicate"
+    readonly seq: number
+    readonly sourceSeq: number
+    readonly eventId: string
+    /** The stored content's key (unknown for a tombstone under `dedupe: "identity"` with other content). */
+    readonly contentKey: string | undefined
+  }
   | { readonly _tag: "Refused"; readonly error: JournalError }
 
 export const appendLocked = (
@@ -34,8 +41,11 @@ export const appendLocked = (
       const eventId = makeEventId(item.runId, item.sourceId, sourceSeq)
       const found = yield* store.findIdentity(eventId)
       if (found !== undefined) {
-        return sameContent(found, key) || item.dedupe === "identity"
-          ? { _tag: "Duplicate", seq: found.seq, sourceSeq, eventId, contentKey: key } as const
+        const same = sameContent(found, key)
+        // The first row stands: cache what is stored, never the discarded content of an identity dedupe.
+        const stored = found._tag === "Row" ? found.contentKey : same ? key : undefined
+        return same || item.dedupe === "identity"
+          ? { _tag: "Duplicate", seq: found.seq, sourceSeq, eventId, contentKey: stored } as const
           : { _tag: "Refused", error: conflict(eventId) } as const
       }
       cache.raiseFloor(item.runId, item.sourceId, sourceSeq + 1, true)

@@ -186,7 +186,9 @@ export const makeLossy = (options: LossyOptions) => {
         const appended: Array<{ readonly entry: NewEntry; readonly contentKey: string }> = []
         for (const { result } of outcome.right) {
           if (result._tag === "Appended") appended.push(result)
-          else if (result._tag === "Duplicate") options.cache.commit(result.eventId, result.seq, result.contentKey)
+          else if (result._tag === "Duplicate") {
+            if (result.contentKey !== undefined) options.cache.commit(result.eventId, result.seq, result.contentKey)
+          }
           else yield* reportLoss(result.error)
         }
         yield* options.publish(appended)
