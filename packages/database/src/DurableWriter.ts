@@ -77,7 +77,9 @@ export interface Service {
    * for the writer's in-process gate, then for the database lock (SQLite `BEGIN
    * IMMEDIATE`; PostgreSQL the schema lock, shared plus the key lock when `key` is
    * given), and are replayed on `busy`. A write inside an open transaction joins it as
-   * a savepoint and never retries. Typed app errors pass through unchanged; every
+   * a savepoint and never retries; concurrent nested writes of one transaction level
+   * (e.g. `Effect.forEach(…, { concurrency })` in a body) run their savepoints one at
+   * a time, so one must not wait for a sibling. Typed app errors pass through unchanged; every
    * `SqlError` leaves as `DatabaseError`. The body may be replayed: it may contain only
    * SQL and `afterCommit` registrations.
    */
@@ -307,6 +309,27 @@ const runHooks = (hooks: ReadonlyArray<Effect.Effect<void>>): Effect.Effect<void
   )
 
 /**
+ * Savepoints of one transaction level are a stack named by depth: a savepoint opened
+ * while a sibling's is still open would be rolled back by (or take with it) the
+ * sibling's rollback. Nested writes of one level therefore run one at a time.
+ */
+const savepointLocks = new WeakMap<object, Map<number, Effect.Semaphore>>()
+const savepointLock = (transaction: readonly [unknown, number]): Effect.Semaphore => {
+  const conn = transaction[0] as object
+  let levels = savepointLocks.get(conn)
+  if (levels === undefined) {
+    levels = new Map()
+    savepointLocks.set(conn, levels)
+  }
+  let lock = levels.get(transaction[1])
+  if (lock === undefined) {
+    lock = Effect.unsafeMakeSemaphore(1)
+    levels.set(transaction[1], lock)
+  }
+  return lock
+}
+
+/**
  * A writer over `sql` with its own in-process gate. The serialization contract holds
  * for clients built by this package's layers (their transaction driver takes the
  * database locks); a bare client is plain `BEGIN`.
@@ -424,17 +447,19 @@ export const make = (sql: SqlClient.SqlClient, options?: WriteRetryOptions): Ser
           needsKeyLock ? Effect.zipRight(IntentionLocks.lockKey(sql, key), body) : body
         )
       }).pipe(Effect.provideService(ManagedWrite.ManagedWrite, frame))
-      return sql.withTransaction(inner).pipe(
-        Effect.tap(() =>
-          Effect.sync(() => {
-            if (parent === undefined) return
-            parent.hooks.push(...frame.hooks)
-            if (needsKeyLock) parent.keys.add(key)
-          })
-        ),
-        Effect.ensuring(Effect.sync(() => {
-          frame.closed = true
-        }))
+      return savepointLock(transaction).withPermits(1)(
+        sql.withTransaction(inner).pipe(
+          Effect.tap(() =>
+            Effect.sync(() => {
+              if (parent === undefined) return
+              parent.hooks.push(...frame.hooks)
+              if (needsKeyLock) parent.keys.add(key)
+            })
+          ),
+          Effect.ensuring(Effect.sync(() => {
+            frame.closed = true
+          }))
+        )
       )
     })
 
