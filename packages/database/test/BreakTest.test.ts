@@ -231,6 +231,51 @@ describe("SQLite read-only client while another process holds the write lock", (
   }, 60_000)
 })
 
+describe("several openers of one SQLite file in one process", () => {
+  it.live("8 layers opening one missing file at once all open it, and their concurrent writes serialize", () =>
+    Effect.gen(function*() {
+      const filename = path.join(tempDir(), "fresh", "baton.db")
+      const scope = yield* Scope.Scope
+      const hosts = yield* Effect.all(
+        Array.from({ length: 8 }, () =>
+          Effect.map(Layer.buildWithScope(SqliteDatabase.layer({ filename, writer: { baseDelayMs: 1, maxDelayMs: 5, maxAttempts: 1000 } }), scope), (context) => ({
+            sql: Context.get(context, SqlClient.SqlClient),
+            writer: Context.get(context, DurableWriter.DurableWriter)
+          }))),
+        { concurrency: "unbounded" }
+      )
+      const set: Migrations.MigrationSet = {
+        namespace: "app",
+        idOffset: 0,
+        migrations: {
+          "0001_counter": Effect.flatMap(SqlClient.SqlClient, (sql) =>
+            Effect.zipRight(
+              sql`CREATE TABLE counter (id INTEGER PRIMARY KEY, value INTEGER NOT NULL)`,
+              sql`INSERT INTO counter (id, value) VALUES (1, 0)`
+            ))
+        }
+      }
+      const applied = yield* Effect.all(
+        hosts.map((host) => Migrations.run([set]).pipe(Effect.provideService(SqlClient.SqlClient, host.sql))),
+        { concurrency: "unbounded" }
+      )
+      expect(applied.flat().length).toBe(1)
+      yield* Effect.all(
+        hosts.flatMap((host) =>
+          Array.from({ length: 10 }, () =>
+            host.writer.write(Effect.gen(function*() {
+              const [row] = yield* host.sql<{ value: number }>`SELECT value FROM counter WHERE id = 1`
+              yield* Effect.yieldNow()
+              yield* host.sql`UPDATE counter SET value = ${row!.value + 1} WHERE id = 1`
+            })))
+        ),
+        { concurrency: "unbounded" }
+      )
+      const [row] = yield* hosts[0]!.sql<{ value: number }>`SELECT value FROM counter WHERE id = 1`
+      expect(row!.value).toBe(80)
+    }).pipe(Effect.scoped))
+})
+
 describe("afterCommit and a failing COMMIT", () => {
   it.live("a hook registered in a write whose COMMIT fails on a deferred foreign key never runs", () =>
     Effect.gen(function*() {
@@ -317,6 +362,15 @@ describe("Migrations", () => {
       expect((yield* sql<{ n: number }>`SELECT count(*) AS n FROM sqlite_master WHERE name = 'a'`)[0]!.n).toBe(0)
     }).pipe(Effect.provide(TestDatabase.layer)))
 
+  it.effect("a package composed later in a lower block is applied, not a hole (holes are per block)", () =>
+    Effect.gen(function*() {
+      const later: Migrations.MigrationSet = { namespace: "later", idOffset: 1000, migrations: { "0001_l": ddl("CREATE TABLE l (x INTEGER)") } }
+      const lower: Migrations.MigrationSet = { namespace: "lower", idOffset: 0, migrations: { "0001_w": ddl("CREATE TABLE w (x INTEGER)") } }
+      expect((yield* Migrations.run([later])).map((m) => m.id)).toEqual([1001])
+      expect((yield* Migrations.run([lower, later])).map((m) => m.id)).toEqual([1])
+      expect((yield* Migrations.status([lower, later])).pending).toEqual([])
+    }).pipe(Effect.provide(TestDatabase.layer)))
+
   it.effect("a failing migration in a later set leaves the earlier sets' migrations of the pass unapplied", () =>
     Effect.gen(function*() {
       const first: Migrations.MigrationSet = { namespace: "first", idOffset: 0, migrations: { "0001_t": ddl("CREATE TABLE t1 (x INTEGER)") } }
@@ -395,6 +449,33 @@ describe.skipIf(pgUrl === undefined)("PostgreSQL", () => {
       expect(rows.map((r) => r.x)).toEqual([2])
     }).pipe(Effect.scoped))
 
+  it.live("a write whose connection is killed mid-body fails io once, commits nothing, and the next write succeeds", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const writer = yield* DurableWriter.DurableWriter
+      yield* writer.write(sql`CREATE TABLE t (x INTEGER NOT NULL)`)
+      const attempts = yield* Ref.make(0)
+      const hooks = yield* Ref.make(0)
+      const exit = yield* Effect.exit(writer.write(Effect.gen(function*() {
+        yield* Ref.update(attempts, (n) => n + 1)
+        yield* sql`INSERT INTO t (x) VALUES (1)`
+        yield* DurableWriter.afterCommit(Ref.update(hooks, (n) => n + 1))
+        yield* sql`SELECT pg_terminate_backend(pg_backend_pid())`
+      })))
+      expect(Exit.isFailure(exit)).toBe(true)
+      if (Exit.isFailure(exit)) {
+        expect(Cause.isFailType(exit.cause)).toBe(true)
+        expect(Cause.squash(exit.cause)).toMatchObject({ _tag: "@baton/database/DatabaseError", code: "io" })
+      }
+      expect(yield* Ref.get(attempts)).toBe(1)
+      expect(yield* Ref.get(hooks)).toBe(0)
+      for (let i = 0; i < 3; i++) {
+        yield* writer.write(sql`INSERT INTO t (x) VALUES (2)`).pipe(Effect.timeout("5 seconds"))
+      }
+      const rows = yield* sql<{ x: number }>`SELECT x FROM t`
+      expect(rows.map((r) => r.x)).toEqual([2, 2, 2])
+    }).pipe(Effect.provide(TestDatabase.layerPostgres(pgUrl!))))
+
   it.live("schemas are isolated: locks, keys and the ledger of one schema do not reach another", () =>
     Effect.gen(function*() {
       const scope = yield* Scope.Scope
@@ -468,6 +549,7 @@ describe("layer options are refused before anything is opened or created", () =>
     ["lockTimeout NaN", { lockTimeout: Number.NaN }, "invalid_url", "lockTimeout:"],
     ["writer null", { writer: null }, "invalid_url", "writer:"],
     ["writer.maxDelayMs string", { writer: { maxDelayMs: "5" } }, "invalid_url", "writer.maxDelayMs:"],
+    ["readOnly string", { readOnly: "yes" }, "invalid_url", "readOnly:"],
     ["schema uppercase", { schema: "Baton" }, "invalid_schema", ""],
     ["schema 64 characters", { schema: "a".repeat(64) }, "invalid_schema", ""]
   ]
