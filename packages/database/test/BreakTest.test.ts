@@ -9,6 +9,7 @@ import * as PgDatabase from "@baton/database/PgDatabase"
 import * as SqliteDatabase from "@baton/database/SqliteDatabase"
 import * as TestDatabase from "@baton/database/TestDatabase"
 import * as SqlClient from "@effect/sql/SqlClient"
+import type { SqlError } from "@effect/sql/SqlError"
 import { afterAll, describe, expect, it } from "@effect/vitest"
 import { Cause, Context, Deferred, Effect, Exit, Fiber, Layer, Ref, Scope } from "effect"
 import Sqlite from "better-sqlite3"
@@ -84,7 +85,7 @@ describe("real driver failures are classified once, with their stable code, and 
       sql`INSERT INTO p (id) VALUES (1)`,
       sql`INSERT INTO c (id, pid, n) VALUES (1, 1, 1)`
     ]))
-    const cases: ReadonlyArray<readonly [string, Effect.Effect<unknown, unknown>, DurableWriter.DatabaseErrorCode]> = [
+    const cases: ReadonlyArray<readonly [string, Effect.Effect<unknown, SqlError>, DurableWriter.DatabaseErrorCode]> = [
       ["missing table", sql`INSERT INTO nowhere (x) VALUES (1)`, "schema"],
       ["missing column", sql`UPDATE c SET nothere = 1`, "schema"],
       ["duplicate key", sql`INSERT INTO c (id, pid, n) VALUES (1, 1, 1)`, "constraint"],
