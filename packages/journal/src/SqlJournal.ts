@@ -202,7 +202,11 @@ export const make = (
             const durableNext = yield* store.durableNext(admitted.runId, admitted.sourceId).pipe(
               Effect.mapError((error) => Errors.sinkFailed("Journal.emitLossy: reading the producer floor failed", error))
             )
-            floor = Math.max(durableNext, cache.floor(admitted.runId, admitted.sourceId) ?? 0)
+            floor = Math.max(
+              durableNext,
+              cache.floor(admitted.runId, admitted.sourceId) ?? 0,
+              cache.hint(admitted.runId, admitted.sourceId)
+            )
           }
           sourceSeq = floor
           if (sourceSeq >= Number.MAX_SAFE_INTEGER) return yield* Effect.fail(Errors.exhausted(admitted.runId))

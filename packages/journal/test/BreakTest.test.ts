@@ -16,7 +16,7 @@ import * as SqlConsensus from "@baton/journal/SqlConsensus"
 import * as TestJournal from "@baton/journal/TestJournal"
 import type * as SqlClient from "@effect/sql/SqlClient"
 import { describe, expect, it } from "@effect/vitest"
-import { Chunk, Context, Effect, Fiber, Layer, type Scope, Stream } from "effect"
+import { Chunk, Context, Deferred, Effect, Fiber, Layer, type Scope, Stream } from "effect"
 import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import * as path from "node:path"
@@ -124,6 +124,34 @@ describe("BreakTest: lossy identities", () => {
       yield* journal.flush
       expect((yield* rows("r")).length).toBe(2)
     }).pipe(Effect.provide(TestJournal.layer({ identityCache: 1 }))))
+
+  it.effect("an implicit sourceSeq never reuses an explicit one still queued on the lossy channel", () =>
+    Effect.gen(function*() {
+      const journal = yield* Journal
+      const settle = Effect.repeatN(Effect.yieldNow(), 20)
+      // Hold the writer: the lossy writer takes its first batch and waits behind the holder.
+      const entered = yield* Deferred.make<void>()
+      const release = yield* Deferred.make<void>()
+      const holder = yield* Effect.fork(
+        journal.transact(Deferred.succeed(entered, undefined).pipe(Effect.zipRight(Deferred.await(release))))
+      )
+      yield* Deferred.await(entered)
+      expect(yield* journal.emitLossy(ev("p", { first: true }, { sourceSeq: 0 }))).toMatchObject({ _tag: "Accepted" })
+      yield* settle
+      // Still queued (next batch): explicit identities whose pairs have no known floor yet.
+      yield* journal.emitLossy(ev("q", { explicit: 0 }, { sourceSeq: 0 }))
+      yield* journal.emitLossy(ev("r", { explicit: 0 }, { sourceSeq: 0 }))
+      const durable = yield* Effect.fork(journal.emitDurableUnfenced(ev("q", { implicit: true })))
+      const lossy = yield* Effect.fork(journal.emitLossy(ev("r", { implicit: true })))
+      yield* settle
+      yield* Deferred.succeed(release, undefined)
+      yield* Fiber.join(holder)
+      expect((yield* Fiber.join(durable)).sourceSeq).not.toBe(0)
+      expect((yield* Fiber.join(lossy)).sourceSeq).not.toBe(0)
+      yield* journal.flush
+      expect((yield* rows("q")).map((row) => row.payload_json).sort()).toEqual([`{"explicit":0}`, `{"implicit":true}`])
+      expect((yield* rows("r")).map((row) => row.payload_json).sort()).toEqual([`{"explicit":0}`, `{"implicit":true}`])
+    }).pipe(Effect.provide(TestJournal.layer())), 10_000)
 })
 
 const twoConnections = (name: string, hosts: (options?: { readonly pollInterval?: string }) => Effect.Effect<readonly [Stack, Stack], unknown, Scope.Scope>) =>

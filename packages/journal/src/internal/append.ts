@@ -51,7 +51,7 @@ export const appendLocked = (
       cache.raiseFloor(item.runId, item.sourceId, sourceSeq + 1, true)
     } else {
       const durableNext = yield* store.durableNext(item.runId, item.sourceId)
-      sourceSeq = Math.max(durableNext, cache.floor(item.runId, item.sourceId) ?? 0)
+      sourceSeq = Math.max(durableNext, cache.floor(item.runId, item.sourceId) ?? 0, cache.hint(item.runId, item.sourceId))
       cache.raiseFloor(item.runId, item.sourceId, sourceSeq + 1, false)
     }
     if (nextSeq >= maxSeq || sourceSeq >= Number.MAX_SAFE_INTEGER) {

@@ -17,6 +17,9 @@ export const makeIdentityCache = (bound: number) => {
   const committed = new Map<string, { readonly seq: number; readonly contentKey: string }>()
   const pending = new Map<string, { readonly contentKey: string }>()
   const floors = new Map<string, number>()
+  // Explicit sourceSeqs seen for pairs whose floor is unknown (never read from the database): an
+  // allocation must still stay above them, or it would reuse an identity still queued on the lossy channel.
+  const hints = new Map<string, number>()
   const pendingPerPair = new Map<string, number>()
   const floorBound = bound * 4
 
@@ -54,6 +57,18 @@ export const makeIdentityCache = (bound: number) => {
 
   const floor = (runId: string, sourceId: string): number | undefined => floors.get(pairKey(runId, sourceId))
 
+  /** The lowest next sourceSeq explicit emits imply for a pair whose floor is unknown (0 when none). */
+  const hint = (runId: string, sourceId: string): number => hints.get(pairKey(runId, sourceId)) ?? 0
+
+  /** Forget the oldest entries of `map` above `floorBound`, keeping pairs with queued entries and `keep`. */
+  const trim = (map: Map<string, number>, keep: string): void => {
+    if (map.size <= floorBound) return
+    for (const candidate of map.keys()) {
+      if (map.size <= floorBound) break
+      if (candidate !== keep && !pendingPerPair.has(candidate)) map.delete(candidate)
+    }
+  }
+
   /**
    * Raise the pair's floor to at least `next`; floors only rise. `onlyIfKnown`:
    * an explicit sourceSeq raises a floor already read from the database but
@@ -62,20 +77,24 @@ export const makeIdentityCache = (bound: number) => {
   const raiseFloor = (runId: string, sourceId: string, next: number, onlyIfKnown: boolean): void => {
     const key = pairKey(runId, sourceId)
     const current = floors.get(key)
-    if (current === undefined && onlyIfKnown) return
-    if (current !== undefined && current >= next) return
-    floors.delete(key)
-    floors.set(key, next)
-    if (floors.size > floorBound) {
-      // Forget the oldest pairs with nothing queued: a forgotten floor is re-read from the database.
-      for (const candidate of floors.keys()) {
-        if (floors.size <= floorBound) break
-        if (candidate !== key && !pendingPerPair.has(candidate)) floors.delete(candidate)
-      }
+    if (current === undefined && onlyIfKnown) {
+      const previous = hints.get(key) ?? 0
+      if (previous >= next) return
+      hints.delete(key)
+      hints.set(key, next)
+      trim(hints, key)
+      return
     }
+    const target = Math.max(next, hints.get(key) ?? 0)
+    hints.delete(key)
+    if (current !== undefined && current >= target) return
+    floors.delete(key)
+    floors.set(key, target)
+    // Forget the oldest pairs with nothing queued: a forgotten floor is re-read from the database.
+    trim(floors, key)
   }
 
-  return { get, commit, addPending, settlePending, floor, raiseFloor } as const
+  return { get, commit, addPending, settlePending, floor, hint, raiseFloor } as const
 }
 
 export type IdentityCache = ReturnType<typeof makeIdentityCache>
