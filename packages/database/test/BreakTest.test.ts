@@ -382,6 +382,41 @@ describe("several openers of one SQLite file in one process", () => {
     }).pipe(Effect.scoped))
 })
 
+describe("afterCommit order and savepoint: false under a raw savepoint", () => {
+  it.effect("hooks run in registration order across nested, joined and failed nested writes", () =>
+    Effect.gen(function*() {
+      const { writer } = yield* items
+      const runs = yield* Ref.make<Array<string>>([])
+      const hook = (name: string) => DurableWriter.afterCommit(Ref.update(runs, (all) => [...all, name]))
+      yield* writer.write(Effect.gen(function*() {
+        yield* hook("1")
+        yield* writer.write(Effect.gen(function*() {
+          yield* hook("2")
+          yield* writer.write(hook("3"))
+          yield* writer.write(hook("4"), { savepoint: false })
+        }))
+        yield* writer.write(Effect.zipRight(hook("dropped"), Effect.fail(new Boom()))).pipe(Effect.ignore)
+        yield* hook("5")
+      }))
+      expect(yield* Ref.get(runs)).toEqual(["1", "2", "3", "4", "5"])
+    }).pipe(Effect.provide(TestDatabase.layer)))
+
+  it.effect("a savepoint: false write failing under a raw savepoint uses a savepoint: caught, it rolls back alone", () =>
+    Effect.gen(function*() {
+      const { names, sql, writer } = yield* items
+      yield* writer.write(Effect.gen(function*() {
+        yield* sql`INSERT INTO items (name) VALUES ('outer')`
+        yield* sql.withTransaction(Effect.gen(function*() {
+          yield* writer.write(Effect.zipRight(sql`INSERT INTO items (name) VALUES ('joined')`, Effect.fail(new Boom())), {
+            savepoint: false
+          }).pipe(Effect.ignore)
+          yield* sql`INSERT INTO items (name) VALUES ('raw')`
+        }))
+      }))
+      expect(yield* names).toEqual(["outer", "raw"])
+    }).pipe(Effect.provide(TestDatabase.layer)))
+})
+
 describe("afterCommit and a failing COMMIT", () => {
   it.live("a hook registered in a write whose COMMIT fails on a deferred foreign key never runs", () =>
     Effect.gen(function*() {
