@@ -125,6 +125,33 @@ describe("BreakTest: lossy identities", () => {
       expect((yield* rows("r")).length).toBe(2)
     }).pipe(Effect.provide(TestJournal.layer({ identityCache: 1 }))))
 
+  it.effect("a conflicting entry loses only itself: its batch neighbours commit with contiguous seqs", () =>
+    Effect.gen(function*() {
+      const journal = yield* Journal
+      yield* journal.emitDurableUnfenced(ev("r", { n: 1 }, { sourceSeq: 0 }))
+      yield* journal.emitDurableUnfenced(ev("r", { n: 2 }, { sourceSeq: 1 }))
+      const entered = yield* Deferred.make<void>()
+      const release = yield* Deferred.make<void>()
+      const holder = yield* Effect.fork(
+        journal.transact(Deferred.succeed(entered, undefined).pipe(Effect.zipRight(Deferred.await(release))))
+      )
+      yield* Deferred.await(entered)
+      yield* journal.emitLossy({ ...ev("q", { a: true }, { sourceSeq: 0 }), sourceId: "t" })
+      yield* journal.emitLossy(ev("r", { n: 99 }, { sourceSeq: 0 }))
+      yield* journal.emitLossy({ ...ev("r", { b: true }, { sourceSeq: 0 }), sourceId: "t" })
+      yield* Deferred.succeed(release, undefined)
+      yield* Fiber.join(holder)
+      expect((yield* Effect.flip(journal.flush)).code).toBe("idempotency_conflict")
+      yield* journal.flush
+      expect((yield* rows("r")).map((row) => [row.seq, row.payload_json])).toEqual([
+        [0, `{"n":1}`],
+        [1, `{"n":2}`],
+        [2, `{"b":true}`]
+      ])
+      expect((yield* rows("q")).map((row) => [row.seq, row.payload_json])).toEqual([[0, `{"a":true}`]])
+      expect(yield* journal.emitDurableUnfenced(ev("r", { n: 3 }))).toMatchObject({ seq: 3, sourceSeq: 2 })
+    }).pipe(Effect.provide(TestJournal.layer({ identityCache: 1 }))))
+
   it.effect("an implicit sourceSeq never reuses an explicit one still queued on the lossy channel", () =>
     Effect.gen(function*() {
       const journal = yield* Journal
@@ -377,6 +404,40 @@ describe(`BreakTest: layerLocal and SqlConsensus on ${name} agree`, () => {
           "guard:fence_lost"
         ]
       ) expect(seen.has(branch), `${branch} in ${[...seen].join(" ")}`).toBe(true)
+    }).pipe(Effect.scoped), timeout)
+
+  it.effect("extreme owners and times round-trip: safe-integer pids and clocks, 1024-unit non-ASCII ids", () =>
+    Effect.gen(function*() {
+      const local = yield* Consensus.makeLocal
+      const sqlLayer = Layer.provideMerge(SqlConsensus.layer, Layer.provideMerge(Migrations.layer, database()))
+      const remote = Context.get(yield* Layer.build(sqlLayer), Consensus.Consensus)
+      const big: OwnerId = { hostId: "h\u00e9\u{1F600}".padEnd(1024, "x"), pid: Number.MAX_SAFE_INTEGER, nonce: "n".repeat(1024) }
+      const near: OwnerId = { ...big, pid: Number.MAX_SAFE_INTEGER - 1 }
+      const thief: OwnerId = { hostId: "other", pid: 0, nonce: "t" }
+      const t0 = Number.MAX_SAFE_INTEGER - 2 * S - 10
+      const run = "r\u{1F600}".padEnd(1024, "z")
+      const script = (c: Consensus.Service) =>
+        Effect.gen(function*() {
+          const out: Array<unknown> = []
+          out.push(yield* c.claim(run, big, t0))
+          out.push(yield* c.activate(run, big, t0, t0))
+          out.push(yield* Effect.either(c.guard(run, near)))
+          out.push(yield* Effect.either(c.guard(run, big)))
+          out.push(yield* c.heartbeat(run, big, t0 + 5))
+          out.push(yield* c.heartbeat(run, near, t0 + 6))
+          const at = t0 + 5 + S
+          out.push(yield* c.steal(run, thief, at, { expectedOwner: big, checkedAtMs: at, kind: "lease-expired" }))
+          out.push(yield* c.steal(run, thief, at + 1, { expectedOwner: big, checkedAtMs: at + 1, kind: "lease-expired" }))
+          out.push(yield* c.activate(run, thief, at + 1, Number.MAX_SAFE_INTEGER))
+          out.push(yield* c.heartbeat(run, thief, Number.MAX_SAFE_INTEGER))
+          out.push(yield* Effect.either(c.guard(run, big)))
+          return out.map((item) => JSON.parse(JSON.stringify(item, (_, v) => v?._tag === "Left" ? v.left.code : v)))
+        })
+      const expected = yield* script(local)
+      expect(yield* script(remote)).toEqual(expected)
+      expect(expected[6]).toEqual({ _tag: "Rejected", reason: "owner_live" })
+      expect(expected[7]).toEqual({ _tag: "Granted", grantedAtMs: t0 + 6 + S })
+      expect(expected[9]).toEqual({ _tag: "Renewed", heartbeatAtMs: Number.MAX_SAFE_INTEGER })
     }).pipe(Effect.scoped), timeout)
 })
 
