@@ -159,6 +159,10 @@ const ensureLedger = (sql: SqlClient.SqlClient) =>
     if (Dialect.isPostgres(sql)) yield* PgJsonValid.ensure(sql, ClientInfo.get(sql)?.pgSchema)
   })
 
+/** The current PostgreSQL transaction's id (a statement outside a transaction gets a new one each time). */
+const currentTransactionId = (sql: SqlClient.SqlClient) =>
+  Effect.map(sql<{ readonly id: string }>`SELECT txid_current()::text AS id`, (rows) => rows[0]?.id)
+
 /** Busy inside a migration replays the whole pass; any other failure is `failed`. */
 const applyOne = (
   migration: Ledger.Declared
@@ -229,8 +233,23 @@ export const run = (
       const recorded = yield* readLedger(sql)
       const verified = yield* verify(plan, recorded, true)
       const applied: Array<AppliedMigration> = []
+      const pg = Dialect.isPostgres(sql)
+      // PostgreSQL runs several statements of one unparameterized query, so a migration could
+      // `COMMIT` the pass's transaction itself; the transaction id tells (one read per migration).
+      const transactionId = pg ? yield* currentTransactionId(sql) : undefined
       for (const migration of verified.pending) {
         yield* applyOne(migration)
+        if (pg && (yield* currentTransactionId(sql)) !== transactionId) {
+          return yield* Effect.fail(
+            new MigrationError({
+              reason: "failed",
+              message: `migration ${
+                render(migration)
+              } ended the pass's transaction itself (a COMMIT or ROLLBACK in its SQL): what it committed stays, nothing after it ran; remove the transaction control from the migration`,
+              migrationId: migration.id
+            })
+          )
+        }
         const now = yield* Clock.currentTimeMillis
         yield* sql`INSERT INTO flows_migrations (migration_id, namespace, name, applied_at_ms)
           VALUES (${migration.id}, ${migration.namespace}, ${migration.name}, ${now})`

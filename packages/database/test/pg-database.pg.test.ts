@@ -70,6 +70,29 @@ describe.skipIf(url === undefined)("PgDatabase", () => {
       expect(yield* sql`SELECT 1::bigint AS n`).toEqual([{ n: 1 }])
     }).pipe(Effect.provide(testLayer())))
 
+  it.effect("a migration that COMMITs the pass's transaction itself fails the pass there, naming it", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const committing: Migrations.MigrationSet = {
+        namespace: "committing",
+        idOffset: 20_000,
+        migrations: {
+          "0001_early": Effect.flatMap(SqlClient.SqlClient, (s) => s.unsafe("CREATE TABLE early (x int); COMMIT")),
+          "0002_after": Effect.flatMap(SqlClient.SqlClient, (s) => s.unsafe("CREATE TABLE after_commit (x int)"))
+        }
+      }
+      const error = yield* Effect.flip(Migrations.run([committing]))
+      expect(error).toBeInstanceOf(Migrations.MigrationError)
+      expect(error).toMatchObject({ reason: "failed", migrationId: 20_001 })
+      expect(error.message).toContain("migration 20001 (committing_early) ended the pass's transaction itself")
+      const schema = yield* currentSchema
+      const objects = yield* objectsIn(schema)
+      // What the migration committed stays (that is why it is an error); nothing after it ran or was recorded.
+      expect(objects).toContain("early")
+      expect(objects).not.toContain("after_commit")
+      expect(yield* sql`SELECT migration_id FROM flows_migrations`).toEqual([])
+    }).pipe(Effect.provide(testLayer())))
+
   it.live("a read-only client creates nothing, reads while a writer holds the lock and fails writes read_only once (check 29)", () =>
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
