@@ -203,7 +203,9 @@ export const validate = (sets: ReadonlyArray<MigrationSet>): MigrationError | un
  * write (SQLite `BEGIN IMMEDIATE`, PostgreSQL exclusive schema lock), replayed on
  * `busy` with `options.retry` or the writer defaults. Returns what it applied (`[]`
  * when nothing was pending). Refusals (`invalid_set`, `ahead`, `history_mismatch`,
- * `hole`) and a migration's failure (`failed`) roll the whole pass back. On a
+ * `hole`) and a migration's failure (`failed`) roll the whole pass back, except what a
+ * PostgreSQL migration committed itself (a `COMMIT` in its SQL fails the pass right
+ * after that migration, `failed` naming it). On a
  * read-only client nothing is written: refusals are still reported, pending
  * migrations are not an error, and the result is `[]`.
  *
