@@ -10,6 +10,7 @@ import { Effect, Either, Option, Schema } from "effect"
 import * as Journal from "./Journal.js"
 import * as JournalEvent from "./JournalEvent.js"
 import { invalid } from "./internal/errors.js"
+import * as FactJoin from "./internal/factJoin.js"
 
 /**
  * A fact about the run `runId` (not the companion id).
@@ -67,7 +68,7 @@ export const append = (fact: Fact): Effect.Effect<void, Journal.JournalError> =>
         eventType: fact.eventType,
         payload: { ...fact.payload, runId: fact.runId },
         meta: { runId: fact.runId }
-      }),
+      }).pipe(Effect.locally(FactJoin.joinWithoutSavepoint, true)),
       // A fact belongs to the write that states it: no savepoint of its own.
       { key: fact.runId, savepoint: false }
     )

@@ -9,7 +9,7 @@
 import * as DurableWriter from "@baton/database/DurableWriter"
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Chunk, Clock, Deferred, Effect, Layer, Option, PubSub, Queue, Schema, Stream } from "effect"
+import { Chunk, Clock, Deferred, Effect, FiberRef, Layer, Option, PubSub, Queue, Schema, Stream } from "effect"
 import type * as Duration from "effect/Duration"
 import type * as Scope from "effect/Scope"
 import { Consensus } from "./Consensus.js"
@@ -23,6 +23,7 @@ import { admit, admitOwner, encodeJson } from "./internal/admission.js"
 import { appendLocked } from "./internal/append.js"
 import { decodeCheckpoint, makeCheckpointStore } from "./internal/checkpoints.js"
 import * as Errors from "./internal/errors.js"
+import * as FactJoin from "./internal/factJoin.js"
 import { makeIdentityCache } from "./internal/identityCache.js"
 import { makeLossy } from "./internal/lossy.js"
 import { resolve } from "./internal/options.js"
@@ -166,9 +167,9 @@ export const make = (
             }
           }
         })
-        // A companion fact is part of its run's write (Companion.append): it joins without a savepoint.
-        const companion = JournalEvent.isCompanionRunId(admitted.runId)
-        return yield* writer.write(body, { ...keyOf(admitted.runId), savepoint: !companion }).pipe(
+        // A fact appended by Companion.append is part of its run's write: it joins without a savepoint.
+        const fact = JournalEvent.isCompanionRunId(admitted.runId) && (yield* FiberRef.get(FactJoin.joinWithoutSavepoint))
+        return yield* writer.write(body, { ...keyOf(admitted.runId), savepoint: !fact }).pipe(
           Effect.catchTag("@baton/database/DatabaseError", (error) => Effect.fail(sink(operation)(error)))
         )
       })

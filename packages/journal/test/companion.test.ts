@@ -58,6 +58,29 @@ describe("Companion (check 32)", () => {
       expect((yield* rows(companion)).length).toBe(1)
     }).pipe(Effect.provide(TestJournal.layer())))
 
+  it.effect("a direct emit on a companion id keeps its savepoint: its caught failure leaves the enclosing write usable", () =>
+    Effect.gen(function*() {
+      const journal = yield* Journal
+      const companion = JournalEvent.companionRunId("run-store", "r")
+      const emit = (payload: unknown) =>
+        journal.emitDurableUnfenced({ runId: companion, sourceId: "direct", sourceSeq: 0, eventType: "t", payload })
+      yield* emit({ v: 1 })
+      const caught = yield* journal.transact(
+        Effect.gen(function*() {
+          const error = yield* Effect.flip(emit({ v: 2 }))
+          yield* Companion.append(fact("r"))
+          return error.code
+        }),
+        { key: "r" }
+      )
+      expect(caught).toBe("idempotency_conflict")
+      // The enclosing write committed: the direct event once, then the fact.
+      expect((yield* rows(companion)).map((row) => [row.source_id, JSON.parse(row.payload_json)])).toEqual([
+        ["direct", { v: 1 }],
+        ["flows.run-store", { grantedAtMs: 5, owner: { hostId: "h", nonce: "n", pid: 1 }, runId: "r" }]
+      ])
+    }).pipe(Effect.provide(TestJournal.layer())))
+
   it.effect("a 1024-character run id still gives a valid companion id", () =>
     Effect.gen(function*() {
       const long = "x".repeat(1024)
