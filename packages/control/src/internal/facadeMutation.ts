@@ -172,11 +172,17 @@ export const mutate = <E>(
     const prior = yield* runtime.lookupMutation(options.durableKey, options.fingerprint)
     if (prior !== undefined && prior._tag === "Conflict") return replayOf(prior, options.key)
     if (prior !== undefined && options.replay) return replayOf(prior, options.key)
+    let claimed = false
     if (options.claimRunKey) {
       const claim = yield* runtime.claimRunKey(options.durableKey, options.fingerprint)
       if (claim._tag === "Raced") return replayOf(claim.receipt, options.key)
+      claimed = true
     }
-    const receipt = yield* effect(prior)
+    // A failure with a held claim releases it (a SQL transaction rolls it back anyway; the memory
+    // runtime keeps no transaction, so a kept claim would strand the key).
+    const receipt = yield* (claimed
+      ? effect(prior).pipe(Effect.onError(() => Effect.ignore(runtime.releaseRunKey(options.durableKey))))
+      : effect(prior))
     if (receipt._tag === "Parked" && options.claimRunKey) {
       yield* runtime.releaseRunKey(options.durableKey)
     } else if (prior === undefined) {

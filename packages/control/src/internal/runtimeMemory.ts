@@ -394,6 +394,17 @@ export const makeMemory = (options: MemoryOptions, journal?: Journal.Service): E
         Effect.gen(function*() {
           const limit = yield* checkLimit(query.limit)
           const f = query.filters ?? {}
+          // The same refusals as the SQL runtime's, before anything is read.
+          yield* checkOrdinal("since", f.since)
+          yield* checkOrdinal("until", f.until)
+          if (query.cursor !== undefined) {
+            const ok = typeof query.cursor.runId === "string" && Number.isSafeInteger(query.cursor.rowSeq) &&
+              query.cursor.rowSeq >= 0
+            if (!ok) return yield* Effect.fail(new InvalidInput({ issue: "cursor: must be a cursor this listing returned" }))
+          }
+          if (query.order !== undefined && query.order !== "newest" && query.order !== "oldest") {
+            return yield* Effect.fail(new InvalidInput({ issue: "order: must be newest or oldest" }))
+          }
           const newest = query.order === "newest"
           const cursor: RunCursor | undefined = query.cursor
           const ids = f.runIds === undefined ? undefined : new Set(f.runIds)

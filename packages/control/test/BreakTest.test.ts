@@ -1,0 +1,209 @@
+/**
+ * Break probes of docs/control.md's promises (idempotency across verbs and
+ * runs, replays of parked launches, listing filters), against the memory
+ * runtime and `SqlControlRuntime` on SQLite.
+ */
+import * as Journal from "@baton/journal/Journal"
+import * as TestDatabase from "@baton/database/TestDatabase"
+import { describe, expect, it } from "@effect/vitest"
+import { Effect, type Layer } from "effect"
+import * as Control from "../src/Control.js"
+import * as ControlRuntime from "../src/ControlRuntime.js"
+import type * as ControlSchema from "../src/ControlSchema.js"
+import * as TestControl from "../src/TestControl.js"
+import { bob, flows } from "./fixtures/facadeFlows.js"
+import { sqlControl } from "./fixtures/facadeLayers.js"
+
+type Env = Control.Control | ControlRuntime.ControlRuntime | Journal.Journal
+
+const eventTypes = (partition: string) =>
+  Effect.flatMap(Journal.Journal, (journal) => journal.entries({ runId: partition, limit: 1000 })).pipe(
+    Effect.map((page) => page.entries.map((entry) => entry.eventType))
+  )
+
+const snapshot = (partitions: ReadonlyArray<string>) =>
+  Effect.gen(function*() {
+    const runtime = yield* ControlRuntime.ControlRuntime
+    const plans = yield* runtime.pagePlanIds({ limit: 500 })
+    const runs = yield* runtime.pageRunIds({ limit: 500 })
+    const entries: Record<string, ReadonlyArray<string>> = {}
+    for (const partition of partitions) entries[partition] = yield* eventTypes(partition)
+    const statuses: Record<string, string> = {}
+    for (const runId of runs.ids) statuses[runId] = (yield* runtime.getRun(runId)).status
+    const commands = yield* runtime.pendingSignals
+    return { plans: plans.ids, runs: runs.ids, statuses, entries, commands: commands.map((c) => c.commandId) }
+  })
+
+const approvedCard = (key: string) =>
+  Effect.gen(function*() {
+    const control = yield* Control.Control
+    const card = yield* control.plan({ flowId: "F", input: { key }, idempotencyKey: key })
+    yield* control.approve({ ...card.approval, idempotencyKey: `approve-${key}` })
+    return card
+  })
+
+const launch = (card: ControlSchema.PlanCard, idempotencyKey: string, principal?: { id: string; kind: string }) =>
+  Effect.flatMap(Control.Control, (control) =>
+    control.run({
+      _tag: "Plan",
+      planId: card.planId,
+      digest: card.digest,
+      envelope: card.envelope,
+      idempotencyKey,
+      ...(principal !== undefined ? { principal } : {})
+    }))
+
+const runIdOf = (receipt: ControlSchema.Receipt): string => {
+  if ((receipt._tag === "Accepted" || receipt._tag === "AlreadyApplied") && receipt.runId !== undefined) {
+    return receipt.runId
+  }
+  throw new Error(`expected a receipt with a run id, got ${JSON.stringify(receipt)}`)
+}
+
+const probes = (label: string, makeLayer: () => Layer.Layer<Env, unknown>) => {
+  const test = <A, E>(name: string, body: Effect.Effect<A, E, Env>) =>
+    it.effect(name, () => Effect.provide(body, makeLayer()) as Effect.Effect<A, E>)
+
+  describe(`BreakTest (${label})`, () => {
+    test("a cancel key reused for another run answers Conflict and leaves that run untouched", Effect.gen(function*() {
+      const control = yield* Control.Control
+      const card = yield* approvedCard("p")
+      const a = runIdOf(yield* launch(card, "ra"))
+      const b = runIdOf(yield* launch(card, "rb"))
+      const first = yield* control.cancel({ runId: a, idempotencyKey: "c" })
+      expect(first).toMatchObject({ _tag: "Terminal", runId: a, status: "cancelled" })
+      const before = yield* snapshot([a, b])
+      const other = yield* control.cancel({ runId: b, idempotencyKey: "c" })
+      expect(other._tag).toBe("Conflict")
+      expect(yield* snapshot([a, b])).toEqual(before)
+      expect((yield* control.getRun(b)).status).toBe("accepted")
+      expect((yield* control.getRun(b)).cancellation).toBeUndefined()
+      // Same run, another reason under the key: also a different request.
+      const reason = yield* control.cancel({ runId: a, idempotencyKey: "c", reason: "other" })
+      expect(reason._tag).toBe("Conflict")
+    }))
+
+    test("a signal key: same request replays one command; another payload or run is Conflict, nothing queued", Effect.gen(function*() {
+      const control = yield* Control.Control
+      const runtime = yield* ControlRuntime.ControlRuntime
+      const card = yield* approvedCard("p")
+      const a = runIdOf(yield* launch(card, "ra"))
+      const b = runIdOf(yield* launch(card, "rb"))
+      const signal = { name: "go", payload: { n: 1 } }
+      const first = yield* control.signal({ runId: a, signal, idempotencyKey: "s" })
+      expect(first).toMatchObject({ _tag: "Accepted", runId: a })
+      const again = yield* control.signal({ runId: a, signal, idempotencyKey: "s" })
+      expect(again).toMatchObject({ _tag: "AlreadyApplied", runId: a })
+      expect((yield* runtime.signalCommands({ runId: a })).length).toBe(1)
+      const before = yield* snapshot([a, b])
+      const payload = yield* control.signal({ runId: a, signal: { name: "go", payload: { n: 2 } }, idempotencyKey: "s" })
+      expect(payload._tag).toBe("Conflict")
+      const run = yield* control.signal({ runId: b, signal, idempotencyKey: "s" })
+      expect(run._tag).toBe("Conflict")
+      expect(yield* snapshot([a, b])).toEqual(before)
+      expect((yield* runtime.signalCommands({ runId: a })).map((c) => c.signal)).toEqual([signal])
+      expect(yield* runtime.signalCommands({ runId: b })).toEqual([])
+    }))
+
+    test("signals queued before a wait keep their admission order per run", Effect.gen(function*() {
+      const control = yield* Control.Control
+      const runtime = yield* ControlRuntime.ControlRuntime
+      const card = yield* approvedCard("p")
+      const a = runIdOf(yield* launch(card, "ra"))
+      const b = runIdOf(yield* launch(card, "rb"))
+      for (const [i, key] of ["z", "a", "m", "b"].entries()) {
+        yield* control.signal({ runId: i % 2 === 0 ? a : b, signal: { name: "go", payload: i }, idempotencyKey: key })
+      }
+      expect((yield* runtime.signalCommands({ runId: a })).map((c) => c.signal.payload)).toEqual([0, 2])
+      expect((yield* runtime.signalCommands({ runId: b })).map((c) => c.signal.payload)).toEqual([1, 3])
+    }))
+
+    test("run(Resume) shares resume's key: the same request replays, another reason is Conflict", Effect.gen(function*() {
+      const control = yield* Control.Control
+      const card = yield* approvedCard("p")
+      const a = runIdOf(yield* launch(card, "ra"))
+      const b = runIdOf(yield* launch(card, "rb"))
+      yield* control.resume({ runId: a, idempotencyKey: "k" })
+      const replay = yield* control.run({ _tag: "Resume", runId: a, idempotencyKey: "k" })
+      expect(replay._tag).toBe("AlreadyApplied")
+      const before = yield* snapshot([a, b])
+      const reason = yield* control.run({ _tag: "Resume", runId: a, idempotencyKey: "k", reason: "why" })
+      expect(reason._tag).toBe("Conflict")
+      const other = yield* control.resume({ runId: b, idempotencyKey: "k" })
+      expect(other._tag).toBe("Conflict")
+      expect(yield* snapshot([a, b])).toEqual(before)
+    }))
+
+    test("launch keys are scoped to the principal: another principal's key launches its own run", Effect.gen(function*() {
+      const control = yield* Control.Control
+      const card = yield* approvedCard("p")
+      const mine = runIdOf(yield* launch(card, "x"))
+      const bobs = runIdOf(yield* launch(card, "x", bob))
+      expect(bobs).not.toBe(mine)
+      expect(runIdOf(yield* launch(card, "x", bob))).toBe(bobs)
+      expect(runIdOf(yield* launch(card, "x"))).toBe(mine)
+      expect((yield* control.getRun(bobs)).launchedBy?.id).toBe("bob")
+      const listed = yield* control.list({ _tag: "runs", filters: { principalId: "bob" } })
+      expect(listed._tag === "runs" && listed.items.map((r) => r.runId)).toEqual([bobs])
+    }))
+
+    test("a key parked on an undecided plan that is then denied fails PlanDenied and writes no run", Effect.gen(function*() {
+      const control = yield* Control.Control
+      const card = yield* control.plan({ flowId: "F", input: { d: 1 }, idempotencyKey: "p" })
+      const parked = yield* launch(card, "k")
+      expect(parked).toMatchObject({ _tag: "Parked", status: "waiting-approval" })
+      yield* control.deny({ ...card.approval, idempotencyKey: "deny" })
+      const before = yield* snapshot([`plan:${card.planId}`])
+      const denied = yield* launch(card, "k").pipe(Effect.flip)
+      expect(denied._tag).toBe("PlanDenied")
+      expect(yield* snapshot([`plan:${card.planId}`])).toEqual(before)
+      expect(before.runs).toEqual([])
+      // A later approval attempt is AlreadyResolved; the key still launches nothing.
+      const approve = yield* control.approve({ ...card.approval, idempotencyKey: "approve" }).pipe(Effect.flip)
+      expect(approve._tag).toBe("AlreadyResolved")
+      expect((yield* launch(card, "k").pipe(Effect.flip))._tag).toBe("PlanDenied")
+    }))
+
+    test("list runs refuses non-integer, negative and unsafe since/until as InvalidInput naming the field", Effect.gen(function*() {
+      const control = yield* Control.Control
+      yield* approvedCard("p").pipe(Effect.flatMap((card) => launch(card, "r")))
+      for (const [field, value] of [["since", 1.5], ["until", -1], ["since", 2 ** 60]] as const) {
+        const error = yield* control.list({ _tag: "runs", filters: { [field]: value } }).pipe(Effect.flip)
+        expect(error._tag).toBe("InvalidInput")
+        expect(error._tag === "InvalidInput" && error.issue).toContain(field)
+      }
+    }))
+
+    test("runtime queryRuns refuses bad filters, cursors and orders as InvalidInput on every dialect", Effect.gen(function*() {
+      const runtime = yield* ControlRuntime.ControlRuntime
+      const bad: ReadonlyArray<[Omit<ControlRuntime.RunQuery, "limit">, string]> = [
+        [{ filters: { since: -5 } }, "since"],
+        [{ filters: { until: 0.5 } }, "until"],
+        [{ cursor: { rowSeq: -1, runId: "x" } }, "cursor"],
+        [{ cursor: { rowSeq: 2 ** 60, runId: "x" } }, "cursor"],
+        [{ order: "sideways" as "newest" }, "order"]
+      ]
+      for (const [query, field] of bad) {
+        const error = yield* runtime.queryRuns({ limit: 10, ...query }).pipe(Effect.flip)
+        expect(error._tag).toBe("InvalidInput")
+        expect(error._tag === "InvalidInput" && error.issue.startsWith(`${field}:`)).toBe(true)
+      }
+    }))
+
+    test("list plans and flows refuse cursors they never returned", Effect.gen(function*() {
+      const control = yield* Control.Control
+      for (const cursor of ["-1", "01", "1e3", " 1", ""]) {
+        const plans = yield* control.list({ _tag: "plans", cursor }).pipe(Effect.flip)
+        expect(plans._tag).toBe("InvalidInput")
+        expect(plans._tag === "InvalidInput" && plans.issue).toContain("cursor")
+        const flowsPage = yield* control.list({ _tag: "flows", cursor }).pipe(Effect.flip)
+        expect(flowsPage._tag).toBe("InvalidInput")
+      }
+      const runs = yield* control.list({ _tag: "runs", cursor: "" }).pipe(Effect.flip)
+      expect(runs._tag).toBe("InvalidInput")
+    }))
+  })
+}
+
+probes("memory", () => TestControl.layer({ flows }))
+probes("SQLite", () => sqlControl(TestDatabase.layer, { flows }))
