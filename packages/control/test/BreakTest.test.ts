@@ -4,15 +4,19 @@
  * runtime and `SqlControlRuntime` on SQLite.
  */
 import * as Journal from "@baton/journal/Journal"
+import * as PgDatabase from "@baton/database/PgDatabase"
 import * as TestDatabase from "@baton/database/TestDatabase"
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, type Layer } from "effect"
+import * as SqlClient from "@effect/sql/SqlClient"
+import { Context, Effect, Either, Layer } from "effect"
 import * as Control from "../src/Control.js"
 import * as ControlRuntime from "../src/ControlRuntime.js"
 import type * as ControlSchema from "../src/ControlSchema.js"
 import * as TestControl from "../src/TestControl.js"
 import { bob, flows } from "./fixtures/facadeFlows.js"
 import { sqlControl } from "./fixtures/facadeLayers.js"
+import { count } from "./fixtures/facadeLifecycle.js"
+import { sharedPostgres } from "./fixtures/facadePostgres.js"
 
 type Env = Control.Control | ControlRuntime.ControlRuntime | Journal.Journal
 
@@ -207,3 +211,123 @@ const probes = (label: string, makeLayer: () => Layer.Layer<Env, unknown>) => {
 
 probes("memory", () => TestControl.layer({ flows }))
 probes("SQLite", () => sqlControl(TestDatabase.layer, { flows }))
+
+const url = TestDatabase.postgresTestUrl("control BreakTest")
+
+describe.skipIf(url === undefined)("BreakTest (PostgreSQL, two pools on one schema)", () => {
+  const database = sharedPostgres(url!)
+
+  /** Host 1 is the test's context; host 2 is a second pool and facade stack on the same schema. */
+  const twoHosts = <A, E>(body: (host2: Control.Service) => Effect.Effect<A, E, Env | SqlClient.SqlClient>) =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const schema = (yield* sql<{ readonly schema: string }>`SELECT current_schema() AS schema`)[0]!.schema
+      const context = yield* Layer.build(sqlControl(PgDatabase.layer({ url: url!, schema }), { flows }))
+      return yield* body(Context.get(context, Control.Control))
+    }).pipe(Effect.provide(sqlControl(database(), { flows })), Effect.scoped)
+
+  it.live("one signal key sent by both hosts at once, many times: one command per key, one answer Accepted", () =>
+    twoHosts((host2) =>
+      Effect.gen(function*() {
+        const control = yield* Control.Control
+        const runtime = yield* ControlRuntime.ControlRuntime
+        const card = yield* approvedCard("p")
+        const a = runIdOf(yield* launch(card, "ra"))
+        for (let i = 0; i < 8; i++) {
+          const input = { runId: a, signal: { name: "go", payload: i }, idempotencyKey: `s${i}` }
+          const [one, two] = yield* Effect.all([control.signal(input), host2.signal(input)], { concurrency: 2 })
+          expect([one._tag, two._tag].sort()).toEqual(["Accepted", "AlreadyApplied"])
+          expect(one).toMatchObject({ runId: a })
+          expect(two).toMatchObject({ runId: a })
+        }
+        const commands = yield* runtime.signalCommands({ runId: a })
+        expect(commands.map((c) => c.signal.payload)).toEqual([0, 1, 2, 3, 4, 5, 6, 7])
+        expect((yield* eventTypes(a)).filter((t) => t === "control.signal.admitted").length).toBe(8)
+      })
+    ))
+
+  it.live("one key used by both hosts at once for different runs or plans answers Conflict, like a sequential reuse", () =>
+    twoHosts((host2) =>
+      Effect.gen(function*() {
+        const control = yield* Control.Control
+        const runtime = yield* ControlRuntime.ControlRuntime
+        const card = yield* approvedCard("p")
+        const other = yield* approvedCard("q")
+        const a = runIdOf(yield* launch(card, "ra"))
+        const b = runIdOf(yield* launch(card, "rb"))
+        const runsBefore = yield* count("flows_runs")
+        for (let i = 0; i < 6; i++) {
+          const signal = { name: "go", payload: i }
+          const answers = yield* Effect.all([
+            control.signal({ runId: a, signal, idempotencyKey: `k${i}` }),
+            host2.signal({ runId: b, signal, idempotencyKey: `k${i}` })
+          ], { concurrency: 2 })
+          expect(answers.map((r) => r._tag).sort()).toEqual(["Accepted", "Conflict"])
+          expect(answers.find((r) => r._tag === "Conflict")).toEqual({
+            _tag: "Conflict",
+            message: `idempotency key k${i} was used for another mutation`
+          })
+          const launches = yield* Effect.all([launch(card, `l${i}`), Effect.provideService(launch(other, `l${i}`), Control.Control, host2)], {
+            concurrency: 2
+          })
+          expect(launches.map((r) => r._tag).sort()).toEqual(["Accepted", "Conflict"])
+        }
+        const all = [...(yield* runtime.signalCommands({ runId: a })), ...(yield* runtime.signalCommands({ runId: b }))]
+        expect(all.length).toBe(6)
+        expect(yield* count("flows_runs")).toBe(runsBefore + 6)
+      })
+    ))
+
+  it.live("both hosts launch one approved plan under one key and cancel the run under one key at once", () =>
+    twoHosts((host2) =>
+      Effect.gen(function*() {
+        const control = yield* Control.Control
+        const card = yield* approvedCard("p")
+        const ids = new Set<string>()
+        for (let i = 0; i < 5; i++) {
+          const input = {
+            _tag: "Plan" as const,
+            planId: card.planId,
+            digest: card.digest,
+            envelope: card.envelope,
+            idempotencyKey: `r${i}`
+          }
+          const [one, two] = yield* Effect.all([control.run(input), host2.run(input)], { concurrency: 2 })
+          expect([one._tag, two._tag].sort()).toEqual(["Accepted", "AlreadyApplied"])
+          expect(runIdOf(one)).toBe(runIdOf(two))
+          ids.add(runIdOf(one))
+          const cancel = { runId: runIdOf(one), idempotencyKey: `c${i}`, reason: "stop" }
+          const [x, y] = yield* Effect.all([control.cancel(cancel), host2.cancel(cancel)], { concurrency: 2 })
+          // The one that settles it answers Terminal; the other may run between the recorded request and
+          // the settlement (a live peer is settling it) and answer Accepted.
+          expect([x, y].filter((r) => r._tag === "Terminal" && r.status === "cancelled").length).toBeGreaterThanOrEqual(1)
+          for (const r of [x, y]) expect(["Terminal", "Accepted"]).toContain(r._tag)
+          expect((yield* control.getRun(runIdOf(one))).status).toBe("cancelled")
+          expect((yield* eventTypes(runIdOf(one))).filter((t) => t === "control.run.cancel-requested").length)
+            .toBeLessThanOrEqual(1)
+          const run = yield* control.getRun(runIdOf(one))
+          expect(run.cancellation).toMatchObject({ source: "control", reason: "stop" })
+        }
+        expect(ids.size).toBe(5)
+        expect(yield* count("flows_runs")).toBe(5)
+      })
+    ))
+
+  it.live("both hosts approve one plan under one key at once: one decision, the other a replay", () =>
+    twoHosts((host2) =>
+      Effect.gen(function*() {
+        const control = yield* Control.Control
+        for (let i = 0; i < 4; i++) {
+          const card = yield* control.plan({ flowId: "F", input: { i }, idempotencyKey: `p${i}` })
+          const payload = { ...card.approval, idempotencyKey: `a${i}`, reason: "ok" }
+          const [one, two] = yield* Effect.all([
+            Effect.either(control.approve(payload)),
+            Effect.either(host2.approve(payload))
+          ], { concurrency: 2 })
+          const answers = [one, two].map((e) => Either.isRight(e) ? e.right._tag : e.left._tag).sort()
+          expect(answers).toEqual(["Accepted", "AlreadyApplied"])
+          expect((yield* eventTypes(`plan:${card.planId}`)).filter((t) => t === "control.approval.approved").length).toBe(1)
+        }
+      })
+    ))
+})

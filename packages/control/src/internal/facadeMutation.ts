@@ -174,7 +174,12 @@ export const mutate = <E>(
     if (prior !== undefined && options.replay) return replayOf(prior, options.key)
     let claimed = false
     if (options.claimRunKey) {
-      const claim = yield* runtime.claimRunKey(options.durableKey, options.fingerprint)
+      // The runtime refuses a key another fingerprint holds with `InvalidInput` naming the durable key;
+      // that is a concurrent reuse of the key for another request, answered like a sequential one.
+      const claim = yield* runtime.claimRunKey(options.durableKey, options.fingerprint).pipe(
+        Effect.catchTag("InvalidInput", () => Effect.succeed({ _tag: "Taken" as const }))
+      )
+      if (claim._tag === "Taken") return replayOf({ _tag: "Conflict", message: "" }, options.key)
       if (claim._tag === "Raced") return replayOf(claim.receipt, options.key)
       claimed = true
     }
