@@ -194,6 +194,28 @@ const probes = (label: string, makeLayer: () => Layer.Layer<Env, unknown>) => {
       }
     }))
 
+    test("a keyed mutation that fails does not spend its key: the same key then serves another request", Effect.gen(function*() {
+      const control = yield* Control.Control
+      const card = yield* approvedCard("p")
+      const missingPlan = { _tag: "Plan" as const, planId: "plan-404", digest: card.digest, envelope: card.envelope }
+      expect((yield* control.run({ ...missingPlan, idempotencyKey: "k" }).pipe(Effect.flip))._tag).toBe("PlanNotFound")
+      const a = runIdOf(yield* launch(card, "k"))
+      expect(
+        (yield* control.signal({ runId: "run-404", signal: { name: "go", payload: 1 }, idempotencyKey: "s" }).pipe(Effect.flip))
+          ._tag
+      ).toBe("RunNotFound")
+      expect(yield* control.signal({ runId: a, signal: { name: "go", payload: 2 }, idempotencyKey: "s" })).toMatchObject({
+        _tag: "Accepted",
+        runId: a
+      })
+      expect((yield* control.cancel({ runId: "run-404", idempotencyKey: "c" }).pipe(Effect.flip))._tag).toBe("RunNotFound")
+      expect(yield* control.cancel({ runId: a, idempotencyKey: "c" })).toMatchObject({ _tag: "Terminal", status: "cancelled" })
+      const other = yield* control.plan({ flowId: "F", input: { other: true } })
+      const missing = { ...other.approval, target: { ...other.approval.target, planId: "plan-404" } }
+      expect((yield* control.approve({ ...missing, idempotencyKey: "a" }).pipe(Effect.flip))._tag).toBe("PlanNotFound")
+      expect((yield* control.approve({ ...other.approval, idempotencyKey: "a" }))._tag).toBe("Accepted")
+    }))
+
     test("list plans and flows refuse cursors they never returned", Effect.gen(function*() {
       const control = yield* Control.Control
       for (const cursor of ["-1", "01", "1e3", " 1", ""]) {
