@@ -67,6 +67,8 @@ const runIdOf = (receipt: ControlSchema.Receipt): string => {
 const probes = (label: string, makeLayer: () => Layer.Layer<Env, unknown>) => {
   const test = <A, E>(name: string, body: Effect.Effect<A, E, Env>) =>
     it.effect(name, () => Effect.provide(body, makeLayer()) as Effect.Effect<A, E>)
+  const live = <A, E>(name: string, body: Effect.Effect<A, E, Env>) =>
+    it.live(name, () => Effect.provide(body, makeLayer()) as Effect.Effect<A, E>)
 
   describe(`BreakTest (${label})`, () => {
     test("a cancel key reused for another run answers Conflict and leaves that run untouched", Effect.gen(function*() {
@@ -214,6 +216,49 @@ const probes = (label: string, makeLayer: () => Layer.Layer<Env, unknown>) => {
       const missing = { ...other.approval, target: { ...other.approval.target, planId: "plan-404" } }
       expect((yield* control.approve({ ...missing, idempotencyKey: "a" }).pipe(Effect.flip))._tag).toBe("PlanNotFound")
       expect((yield* control.approve({ ...other.approval, idempotencyKey: "a" }))._tag).toBe("Accepted")
+    }))
+
+    live("cancel racing the owner's completion: one outcome, a receipt that agrees, attribution only if cancelled", Effect.gen(function*() {
+      const control = yield* Control.Control
+      const runtime = yield* ControlRuntime.ControlRuntime
+      const card = yield* approvedCard("p")
+      for (let i = 0; i < 12; i++) {
+        const runId = runIdOf(yield* launch(card, `r${i}`))
+        yield* runtime.resume(runId)
+        const fence = yield* runtime.claimFence(runId)
+        const [receipt, completion] = yield* Effect.all([
+          control.cancel({ runId, idempotencyKey: `c${i}`, reason: "race" }),
+          Effect.either(Effect.zipRight(Effect.sleep(`${i % 4} millis`), runtime.writeStatus(runId, fence, "completed")))
+        ], { concurrency: 2 })
+        const run = yield* control.getRun(runId)
+        expect(["completed", "cancelled"]).toContain(run.status)
+        if (receipt._tag === "Terminal") expect(receipt.status).toBe(run.status)
+        if (run.status === "completed") {
+          expect(Either.isRight(completion)).toBe(true)
+        } else {
+          expect(run.cancellation).toMatchObject({ source: "control", reason: "race" })
+        }
+      }
+    }))
+
+    test("the same request spelled differently replays: member order, undefined members, principal stampedAt", Effect.gen(function*() {
+      const control = yield* Control.Control
+      const first = yield* control.plan({ flowId: "F", input: { a: 1, b: { c: 2, d: 3 } }, idempotencyKey: "p" })
+      const reordered = yield* control.plan({
+        idempotencyKey: "p",
+        input: { b: { d: 3, c: 2 }, a: 1, e: undefined },
+        flowId: "F",
+        budget: undefined
+      })
+      expect(reordered).toEqual(first)
+      const approval = { ...first.approval, idempotencyKey: "a", principal: { id: "local", kind: "operator", stampedAt: 1 } }
+      expect((yield* control.approve(approval))._tag).toBe("Accepted")
+      const before = yield* snapshot([`plan:${first.planId}`])
+      const replay = yield* control.approve({ ...approval, principal: { kind: "operator", id: "local", stampedAt: 99 }, reason: undefined })
+      expect(replay._tag).toBe("AlreadyApplied")
+      const again = yield* control.approve({ ...approval, principal: { kind: "operator", id: "local", stampedAt: 99 } })
+      expect(again._tag).toBe("AlreadyApplied")
+      expect(yield* snapshot([`plan:${first.planId}`])).toEqual(before)
     }))
 
     test("list plans and flows refuse cursors they never returned", Effect.gen(function*() {
