@@ -261,6 +261,10 @@ const probes = (label: string, makeLayer: () => Layer.Layer<Env, unknown>) => {
       expect(yield* snapshot([`plan:${first.planId}`])).toEqual(before)
     }))
 
+    if (label !== "memory") {
+      test("bad input to every verb is typed and leaves every table row as it was", badInputEverywhere as never)
+    }
+
     test("list plans and flows refuse cursors they never returned", Effect.gen(function*() {
       const control = yield* Control.Control
       for (const cursor of ["-1", "01", "1e3", " 1", ""]) {
@@ -275,6 +279,59 @@ const probes = (label: string, makeLayer: () => Layer.Layer<Env, unknown>) => {
     }))
   })
 }
+
+/** Every row of every table (SQLite or PostgreSQL), for "nothing written" comparisons. */
+const tables = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  const names = yield* sql.onDialectOrElse({
+    pg: () =>
+      sql<{ readonly name: string }>`SELECT table_name AS name FROM information_schema.tables
+        WHERE table_schema = current_schema() AND table_type = 'BASE TABLE' ORDER BY table_name`,
+    orElse: () => sql<{ readonly name: string }>`SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name`
+  })
+  const out: Record<string, string> = {}
+  for (const { name } of names) {
+    const rows = yield* sql.unsafe<Record<string, unknown>>(`SELECT * FROM "${name}"`)
+    out[name] = rows.map((row) => JSON.stringify(row, (_k, v) => typeof v === "bigint" ? String(v) : v)).sort().join("\n")
+  }
+  return out
+}).pipe(Effect.orDie)
+
+/** Bad input to every verb, each after a real request under the same key: typed errors, no row changes. */
+const badInputEverywhere = Effect.gen(function*() {
+  const control = yield* Control.Control
+  const card = yield* approvedCard("p")
+  const pending = yield* control.plan({ flowId: "F", input: { pending: true } })
+  const runId = runIdOf(yield* launch(card, "r"))
+  const before = yield* tables
+  const attempts: ReadonlyArray<readonly [string, Effect.Effect<unknown, { readonly _tag: string }, Control.Control>]> = [
+    ["plan budget", control.plan({ flowId: "F", input: {}, idempotencyKey: "p2", budget: { tokens: -1 } })],
+    ["plan input", control.plan({ flowId: "F", input: { f: () => 1 }, idempotencyKey: "p3" })],
+    ["run digest", launch({ ...card, digest: "0".repeat(64) }, "r2")],
+    ["run envelope", launch({ ...card, envelope: { ...card.envelope, capabilities: ["*"] } }, "r3")],
+    ["run unknown field", control.run({ ...{ _tag: "Plan", planId: card.planId, digest: card.digest, envelope: card.envelope, idempotencyKey: "r4" }, extra: 1 } as never)],
+    ["approve digest", control.approve({ ...pending.approval, target: { ...pending.approval.target, digest: "x" } as never, idempotencyKey: "a2" })],
+    ["approve reason", control.approve({ ...pending.approval, idempotencyKey: "a3", reason: "" })],
+    ["deny scope", control.deny({ ...pending.approval, idempotencyKey: "a4", scope: "forever" as never })],
+    ["signal name", control.signal({ runId, signal: { name: "", payload: 1 }, idempotencyKey: "s1" })],
+    ["signal payload", control.signal({ runId, signal: { name: "go", payload: { "\u0000": 1 } }, idempotencyKey: "s2" })],
+    ["signal key", control.signal({ runId, signal: { name: "go", payload: 1 }, idempotencyKey: "\uD800" })],
+    ["cancel reason", control.cancel({ runId, idempotencyKey: "c1", reason: "x".repeat(1001) })],
+    ["cancel runId", control.cancel({ runId: "", idempotencyKey: "c2" })],
+    ["resume field", control.resume({ runId, idempotencyKey: "u1", allowCodeDrift: "yes" as never })],
+    ["steer runId", control.steer({
+      runId,
+      idempotencyKey: "t1",
+      message: { messageId: "m", runId: "other", body: "hi", createdAt: 1, principal: { id: "local", kind: "operator" } } as never
+    })],
+    ["list tag", control.list({ _tag: "bogus" } as never)]
+  ]
+  for (const [label, attempt] of attempts) {
+    const error = yield* Effect.flip(attempt)
+    expect([label, error._tag]).toEqual([label, expect.stringMatching(/^(InvalidInput|PlanDigestMismatch|EnvelopeMismatch)$/)])
+  }
+  expect(yield* tables).toEqual(before)
+})
 
 probes("memory", () => TestControl.layer({ flows }))
 probes("SQLite", () => sqlControl(TestDatabase.layer, { flows }))
@@ -292,6 +349,9 @@ describe.skipIf(url === undefined)("BreakTest (PostgreSQL, two pools on one sche
       const context = yield* Layer.build(sqlControl(PgDatabase.layer({ url: url!, schema }), { flows }))
       return yield* body(Context.get(context, Control.Control))
     }).pipe(Effect.provide(sqlControl(database(), { flows })), Effect.scoped)
+
+  it.effect("bad input to every verb is typed and leaves every table row as it was", () =>
+    Effect.provide(badInputEverywhere, sqlControl(database(), { flows })) as Effect.Effect<void>)
 
   it.live("one signal key sent by both hosts at once, many times: one command per key, one answer Accepted", () =>
     twoHosts((host2) =>
