@@ -90,7 +90,7 @@ const stateOf = Effect.flatMap(Run, (run) => {
 
 /**
  * Run `body` as the named step. A step completed in an earlier drive returns its stored
- * result without running. Names: 1..200 characters, no U+0000, not starting with `$`, unique
+ * result without running. Names: 1..200 UTF-16 code units, no U+0000, not starting with `$`, unique
  * per run (else `StepMisuse`). While the host is stopping, the drive ends instead.
  *
  * @since 0.1.0
