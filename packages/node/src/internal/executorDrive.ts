@@ -251,6 +251,11 @@ export const drive = (
     control.state = state
     const completedSteps = Array.from(latest.values()).filter((a) => a.state === "completed").length
     // The drive's first write: its journal entry and control's `running` status, together.
+    // Annotated: a conditional of two Effects as an overloaded combinator's argument left the
+    // choice of overload to inference, which a declaration build once resolved differently.
+    const markRunning: Effect.Effect<void, ControlRuntime.OwnershipError> = summary.status === "running"
+      ? Effect.void
+      : Effect.asVoid(env.runtime.writeStatus(runId, fence, "running"))
     const driven = yield* Effect.either(env.journal.transact(
       Effect.zipRight(
         durable(state, "baton.run.driven", {
@@ -259,7 +264,7 @@ export const drive = (
           cause,
           skippedSteps: completedSteps
         }),
-        summary.status === "running" ? Effect.void : env.runtime.writeStatus(runId, fence, "running")
+        markRunning
       ),
       { key: runId }
     ))
