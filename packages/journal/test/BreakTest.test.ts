@@ -20,7 +20,7 @@ import { Chunk, Context, Deferred, Effect, Fiber, Layer, type Scope, Stream } fr
 import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import * as path from "node:path"
-import { A, B, C, count, own, rows, S } from "./support/owners.js"
+import { A, B, C, count, ev, own, rows, S } from "./support/owners.js"
 import { pgHosts } from "./support/pgHosts.js"
 
 type Stack = Context.Context<Journal | Consensus.Consensus | DurableWriter | SqlClient.SqlClient>
@@ -37,14 +37,6 @@ const twoHosts = (options: { readonly pollInterval?: string } = {}) =>
     const second = yield* Layer.build(TestJournal.layerOn(SqliteDatabase.layer({ filename }), options as any))
     return [first, second] as const
   })
-
-const ev = (runId: string, payload: unknown, extra: Record<string, unknown> = {}) => ({
-  runId,
-  sourceId: "s",
-  eventType: "x",
-  payload,
-  ...extra
-})
 
 describe("BreakTest: admission errors", () => {
   it.effect("a refused emit never quotes the offending value in its message", () =>

@@ -10,17 +10,9 @@ import type { SqlJournalOptions } from "@baton/journal/SqlJournal"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { describe, expect, it } from "@effect/vitest"
 import { Deferred, Effect, Fiber, type Layer, Option, Queue, type Scope, Stream, TestClock } from "effect"
-import { A, B, count, own, rows, S } from "./owners.js"
+import { A, B, count, ev, own, rows, S } from "./owners.js"
 
 type Env = Journal.Journal | Consensus | DurableWriter | SqlClient.SqlClient
-
-const ev = (runId: string, payload: unknown, extra: Record<string, unknown> = {}) => ({
-  runId,
-  sourceId: "s",
-  eventType: "x",
-  payload,
-  ...extra
-})
 
 export const journalContract = (
   name: string,

@@ -12,6 +12,15 @@ export const B: OwnerId = { hostId: "host-b", pid: 200, nonce: "nonce-b" }
 export const C: OwnerId = { hostId: "host-a", pid: 300, nonce: "nonce-c" }
 export const S = 30_000
 
+/** An event input on source `s` of type `x`, with `extra` fields merged in. */
+export const ev = (runId: string, payload: unknown, extra: Record<string, unknown> = {}) => ({
+  runId,
+  sourceId: "s",
+  eventType: "x",
+  payload,
+  ...extra
+})
+
 /** Claim and activate `runId` for `owner` at `nowMs`; fails the test when not granted. */
 export const own = (runId: string, owner: OwnerId, nowMs = 0) =>
   Effect.gen(function*() {
