@@ -23,6 +23,7 @@ import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as fs from "node:fs"
+import { colourAllowed, plainConsole } from "./internal/cliColour.js"
 import * as Doctor from "./internal/cliDoctor.js"
 import { CliFailure, fromError, locked, render, renderJson } from "./internal/cliFailure.js"
 import * as Parse from "./internal/cliParse.js"
@@ -62,7 +63,7 @@ const u = <A>(o: Option.Option<A>): A | undefined => Option.getOrUndefined(o)
 const lockedFailure = (globals: Session.Globals): CliFailure =>
   locked({ location: Session.location(globals), lockWaitMs: globals.lockWaitMs })
 
-const tty = (): boolean => process.stdout.isTTY === true && (process.env["NO_COLOR"] ?? "") === ""
+const tty = (): boolean => colourAllowed(process.stdout)
 
 /**
  * Runs one verb: resolve the globals, pre-flight the file, load the catalog, build the client runtime,
@@ -483,7 +484,7 @@ const cli = Command.run(command, { name: "baton", version })
 export const run = (argv: ReadonlyArray<string>): Effect.Effect<number> => {
   const [node = "node", script = "baton", ...rest] = argv
   const args = [node, script, ...Parse.hoistGlobals(rest, verbs)]
-  return cli(args).pipe(
+  const program = cli(args).pipe(
     Effect.as(0),
     Effect.catchAll((error) =>
       error instanceof CliExit
@@ -495,4 +496,10 @@ export const run = (argv: ReadonlyArray<string>): Effect.Effect<number> => {
     Effect.catchAllDefect((defect) => Console.error(`baton: unexpected failure: ${String(defect)}`).pipe(Effect.as(1))),
     Effect.provide(NodeContext.layer)
   )
+  // Help and usage errors come styled from @effect/cli; a pipe, a file or NO_COLOR gets them plain.
+  return Effect.flatMap(Effect.console, (console) =>
+    Effect.withConsole(
+      program,
+      plainConsole(console, { stdout: colourAllowed(process.stdout), stderr: colourAllowed(process.stderr) })
+    ))
 }
