@@ -85,7 +85,9 @@ export type AttemptStoreErrorCode = Schema.Schema.Type<typeof AttemptStoreErrorC
 
 /**
  * The attempt store's error; message `<code>: AttemptStore.<method>: <detail>`;
- * `invalid_attempt` has no cause; persistence causes are `{ category, reason, cause? }`.
+ * `invalid_attempt` has no cause; persistence causes are `{ category, reason, cause? }`: `category`
+ * is the database code, or `persistence_failed` for a failure without one; `reason` is the
+ * failure's `_tag` or `"unknown"`.
  *
  * @since 0.1.0
  * @category errors
@@ -271,13 +273,11 @@ const invalid = (method: string, refusal: Boundary.Refusal) =>
 const admit = <A>(method: string, admitted: Boundary.Admitted<A>): Effect.Effect<A, AttemptStoreError> =>
   Boundary.isRefusal(admitted) ? invalid(method, admitted) : Effect.succeed(admitted.value)
 
+// The same mapping as the run store's writes; the attempt cause also names the failure's kind.
 const fromFailure = (method: string) => (error: unknown): AttemptStoreError => {
   if (error instanceof AttemptStoreError) return error
-  const code = Errors.databaseCode(error)
-  const reason = typeof error === "object" && error !== null && "_tag" in error ? String(error._tag) : "unknown"
-  if (code === undefined) return fail("persistence_failed", method, "the store could not complete the operation", { category: "unknown", reason })
-  const cause = { category: code, reason, cause: new DurableWriter.DatabaseError({ code }) }
-  return fail(code === "constraint" ? "constraint" : "persistence_failed", method, Errors.databaseDetail(code), cause)
+  const mapped = Errors.persistence(error)
+  return fail(mapped.code, method, mapped.detail, { ...mapped.cause, reason: Errors.failureKind(error) })
 }
 
 const decodeFailed = (method: string) => fail("decode_failed", method, "a stored attempt does not decode", undefined)

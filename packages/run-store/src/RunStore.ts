@@ -89,7 +89,8 @@ export type RunStoreErrorCode = model.RunStoreErrorCode
 /**
  * The run store's error. `message` is `<code>: RunStore.<method>: <detail>`; `cause` never
  * carries state text, bound parameters or driver messages (for `invalid_run` it is
- * `{ field, detail, ... }`; for database failures `{ category, cause: DatabaseError }`).
+ * `{ field, detail, ... }`; for database failures `{ category, cause: DatabaseError }`; for any
+ * other failure of a write `{ category: "persistence_failed", reason }`, `reason` its `_tag` or `"unknown"`).
  *
  * @since 0.1.0
  * @category errors

@@ -56,20 +56,43 @@ export const databaseCause = (code: DurableWriter.DatabaseErrorCode) => ({
 export const databaseDetail = (code: DurableWriter.DatabaseErrorCode): string =>
   `${code}: ${new DurableWriter.DatabaseError({ code }).message}`
 
+/** The `_tag` of a failure, or `"unknown"` for an untagged one. */
+export const failureKind = (error: unknown): string =>
+  isObject(error) && typeof error._tag === "string" ? error._tag : "unknown"
+
+/**
+ * How every store maps a failure of its write that is not already its own
+ * error: a database constraint is `constraint`; everything else is
+ * `persistence_failed`. With a database code the detail carries the code and
+ * its fixed wording and the cause is `databaseCause(code)`. Without one the
+ * cause's category is `persistence_failed` too (never a database code such as
+ * `unknown`, which would claim the database failed) and `reason` names the
+ * failure's kind.
+ */
+export const persistence = (error: unknown): {
+  readonly code: "constraint" | "persistence_failed"
+  readonly detail: string
+  readonly cause: Readonly<Record<string, unknown>>
+} => {
+  const code = databaseCode(error)
+  if (code === undefined) {
+    return {
+      code: "persistence_failed",
+      detail: "the store could not complete the operation",
+      cause: { category: "persistence_failed", reason: failureKind(error) }
+    }
+  }
+  return { code: code === "constraint" ? "constraint" : "persistence_failed", detail: databaseDetail(code), cause: databaseCause(code) }
+}
+
 /**
  * Maps any failure of a store write to a `RunStoreError`: a `RunStoreError`
- * passes through; a database constraint is `constraint`; everything else is
- * `persistence_failed`. The message carries the database code and its fixed
- * wording; the cause is `databaseCause(code)`.
+ * passes through; everything else maps by {@link persistence}.
  */
 export const fromFailure = (method: string, error: unknown): RunStoreError => {
   if (error instanceof RunStoreError) return error
-  const code = databaseCode(error)
-  if (code === undefined) {
-    const kind = isObject(error) && typeof error._tag === "string" ? error._tag : "unknown"
-    return make("persistence_failed", method, "the store could not complete the operation", { category: kind })
-  }
-  return make(code === "constraint" ? "constraint" : "persistence_failed", method, databaseDetail(code), databaseCause(code))
+  const mapped = persistence(error)
+  return make(mapped.code, method, mapped.detail, mapped.cause)
 }
 
 /** `create` of an id that already has a row (§10.1): `constraint`, naming the cause without echoing input. */

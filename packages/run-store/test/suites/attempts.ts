@@ -1,15 +1,29 @@
 /**
  * Checks 33–35: attempt puts, lifecycle and admission.
  */
+import * as DurableWriter from "@baton/database/DurableWriter"
 import * as AttemptStore from "@baton/run-store/AttemptStore"
 import * as RunStore from "@baton/run-store/RunStore"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { expect, it } from "@effect/vitest"
-import { Effect, Layer, Option } from "effect"
+import { Data, Effect, Layer, Option } from "effect"
 import { A, B, type MakeStack, pending } from "../support/stack.js"
 
 const base = { runId: "r", stepKeyDigest: "step", attempt: 0, state: "running", startedAtMs: 10, meta: { a: 1, b: [1, 2] } }
 const id = { runId: "r", stepKeyDigest: "step", attempt: 0 }
+
+/** A failure with no database cause, raised inside a store's write after its SQL ran. */
+class WriteVetoed extends Data.TaggedError("WriteVetoed")<{}> {}
+
+/**
+ * The context's writer, except that every write body ends by failing `WriteVetoed`
+ * (rolled back). The writer's type has no room for a foreign failure, which is what
+ * the stores must still map; hence the cast.
+ */
+const vetoingWriter = Effect.map(DurableWriter.DurableWriter, (writer): DurableWriter.Service => ({
+  write: <A, E, R>(body: Effect.Effect<A, E, R>, options?: DurableWriter.WriteOptions) =>
+    writer.write(Effect.zipRight(body, Effect.fail(new WriteVetoed())), options) as Effect.Effect<never, never, R>
+}))
 
 export const attemptsSuite = (makeStack: MakeStack) => {
   const run = <X, E>(effect: Effect.Effect<X, E, any>) => Effect.provide(effect, makeStack())
@@ -109,5 +123,35 @@ export const attemptsSuite = (makeStack: MakeStack) => {
       expect(yield* attempts.list("r")).toEqual([])
       const built = yield* Effect.either(Layer.build(AttemptStore.layerWith({ maxCheckpointBytes: 0 })).pipe(Effect.scoped))
       expect(built._tag === "Left" && built.left.code).toBe("invalid_attempt")
+    })))
+
+  it.effect("a non-database failure inside an attempt write fails persistence_failed with a persistence_failed cause, like a run write", () =>
+    run(Effect.gen(function*() {
+      yield* owned
+      const sql = yield* SqlClient.SqlClient
+      const real = yield* AttemptStore.AttemptStore
+      yield* real.put(base, A)
+      const before = yield* sql`SELECT * FROM flows_attempts`
+      const vetoing = yield* vetoingWriter
+      const attempts = yield* Effect.provideService(AttemptStore.make, DurableWriter.DurableWriter, vetoing)
+      const failures = [
+        ["put", yield* Effect.flip(attempts.put({ ...base, attempt: 1 }, A))],
+        ["heartbeat", yield* Effect.flip(attempts.heartbeat("r", "step", 0, A, 12, { cp: 1 }))],
+        ["finish", yield* Effect.flip(attempts.finish({ ...id, state: "succeeded", finishedAtMs: 20 }, A))],
+        ["patch", yield* Effect.flip(attempts.patch(id, { error: { late: true } }, A))]
+      ] as const
+      for (const [method, error] of failures) {
+        expect([error.code, error.method, error.message, error.cause]).toEqual([
+          "persistence_failed",
+          method,
+          `persistence_failed: AttemptStore.${method}: the store could not complete the operation`,
+          { category: "persistence_failed", reason: "WriteVetoed" }
+        ])
+      }
+      // Each vetoed write rolled back: the attempt rows are as they were.
+      expect(yield* sql`SELECT * FROM flows_attempts`).toEqual(before)
+      const runs = yield* Effect.provideService(RunStore.make, DurableWriter.DurableWriter, vetoing)
+      const runError = yield* Effect.flip(runs.create("r2", "{}"))
+      expect([runError.code, runError.cause]).toEqual(["persistence_failed", { category: "persistence_failed", reason: "WriteVetoed" }])
     })))
 }
