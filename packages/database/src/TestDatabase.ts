@@ -20,9 +20,10 @@ import * as SqliteClient from "./internal/sqliteClient.js"
 import * as PgDatabase from "./PgDatabase.js"
 
 /**
- * An in-memory SQLite database private to this build, with the production transaction
- * driver (`BEGIN IMMEDIATE`, spec 6.8), `foreign_keys = ON` and a writer using
- * `options.writer` (retry tests use `{ baseDelayMs: 1, maxDelayMs: 1 }`).
+ * An in-memory SQLite database private to this build, with the file layer's production
+ * transaction driver (`BEGIN IMMEDIATE`) and connection pragmas (`foreign_keys = ON`,
+ * `busy_timeout = 0`) and a writer using `options.writer` (retry tests use
+ * `{ baseDelayMs: 1, maxDelayMs: 1 }`).
  *
  * @since 0.1.0
  * @category layers
@@ -32,7 +33,8 @@ export const layerWith = (options: {
 }): Layer.Layer<SqlClient.SqlClient | DurableWriter.DurableWriter> =>
   Layer.scopedContext(Effect.gen(function*() {
     const client = yield* SqliteClient.make({ filename: ":memory:", disableWAL: true })
-    yield* Effect.orDie(client`PRAGMA foreign_keys = ON`)
+    // The file layer's pragmas and default busy timeout, so tests see what production sees.
+    yield* Effect.orDie(SqliteClient.configure(client, SqliteClient.busyTimeoutMs(undefined, false)))
     return Context.make(SqlClient.SqlClient, client).pipe(
       Context.add(DurableWriter.DurableWriter, DurableWriter.make(client, options.writer))
     )

@@ -1,10 +1,14 @@
 import { describe, expect, it } from "@effect/vitest"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { ConfigProvider, Effect, Layer, Option, Redacted } from "effect"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
 import { vi } from "vitest"
 import * as Dialect from "@baton/database/Dialect"
 import * as DurableWriter from "@baton/database/DurableWriter"
 import * as Migrations from "@baton/database/Migrations"
+import * as SqliteDatabase from "@baton/database/SqliteDatabase"
 import * as TestDatabase from "@baton/database/TestDatabase"
 
 const tablesNow = Effect.flatMap(SqlClient.SqlClient, Dialect.tables)
@@ -44,6 +48,21 @@ describe("TestDatabase", () => {
       expect(error).toBeInstanceOf(DurableWriter.DatabaseError)
       expect((error as DurableWriter.DatabaseError).code).toBe("constraint")
     }).pipe(Effect.provide(TestDatabase.layer)))
+
+  it.effect("the test layer's connection reads the file layer's pragmas (busy_timeout 0, foreign_keys on)", () =>
+    Effect.gen(function*() {
+      const pragmas = Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        const [busy] = yield* sql<{ readonly timeout: number }>`PRAGMA busy_timeout`
+        const [keys] = yield* sql<{ readonly foreign_keys: number }>`PRAGMA foreign_keys`
+        return { busyTimeout: busy?.timeout, foreignKeys: keys?.foreign_keys }
+      })
+      const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "test-database-pragmas-")), "file.db")
+      const fromFile = yield* Effect.provide(pragmas, SqliteDatabase.layer({ filename: file }))
+      const fromTest = yield* Effect.provide(pragmas, TestDatabase.layer)
+      expect(fromFile).toEqual({ busyTimeout: 0, foreignKeys: 1 })
+      expect(fromTest).toEqual(fromFile)
+    }))
 
   it.effect("Layer.provideMerge(Migrations.layer([set]), layer) exposes SqlClient and DurableWriter over a migrated database", () =>
     Effect.gen(function*() {

@@ -1,6 +1,6 @@
 /**
- * The SQLite side of the transaction driver (spec 6.8) and the client builder shared
- * by `TestDatabase.layer` and the file layer.
+ * The SQLite side of the transaction driver (spec 6.8), the client builder and the
+ * connection pragmas shared by `TestDatabase.layer` and the file layer.
  *
  * @internal
  */
@@ -75,4 +75,31 @@ export const make = (
   Effect.map(SqliteClient.make({ prepareCacheTTL, ...options }), (client) => {
     installSqlite(client, { readOnly: options.readonly === true })
     return client
+  })
+
+/**
+ * Busy timeout in whole milliseconds: default 0 read-write (a waiting writer backs off
+ * through `DurableWriter` instead of blocking the event loop), 1 s read-only.
+ *
+ * @internal
+ */
+export const busyTimeoutMs = (busyTimeout: Duration.DurationInput | undefined, readOnly: boolean): number => {
+  const input = busyTimeout ?? (readOnly ? Duration.seconds(1) : Duration.zero)
+  const ms = Math.ceil(Duration.toMillis(Duration.decode(input)))
+  return Number.isSafeInteger(ms) && ms > 0 ? Math.min(ms, 2_147_483_647) : 0
+}
+
+/**
+ * The connection pragmas of every Baton SQLite client: busy timeout and foreign keys
+ * on the client's one connection, read back so a driver that ignored the pragma cannot
+ * go unnoticed. The driver's own busy timeout (5 s) would otherwise stay in force.
+ *
+ * @internal
+ */
+export const configure = (sql: SqlClient.SqlClient, busyMs: number): Effect.Effect<void, SqlError> =>
+  Effect.gen(function*() {
+    yield* sql.unsafe(`PRAGMA busy_timeout = ${busyMs}`)
+    yield* sql.unsafe("PRAGMA foreign_keys = ON")
+    const rows = yield* sql.unsafe<{ readonly foreign_keys: number }>("PRAGMA foreign_keys")
+    if (rows[0]?.foreign_keys !== 1) return yield* Effect.dieMessage("SqliteDatabase: PRAGMA foreign_keys did not turn on")
   })

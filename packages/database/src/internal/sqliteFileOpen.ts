@@ -5,7 +5,7 @@
  */
 import * as Reactivity from "@effect/experimental/Reactivity"
 import type * as SqlClient from "@effect/sql/SqlClient"
-import { Cause, Duration, Effect, Exit, Scope } from "effect"
+import { Cause, type Duration, Effect, Exit, Scope } from "effect"
 import { DatabaseOpenError } from "../DatabaseOpenError.js"
 import * as Options from "./options.js"
 import * as SqliteClient from "./sqliteClient.js"
@@ -46,25 +46,6 @@ const buildOnce = (file: string, readOnly: boolean) =>
     if (Exit.isSuccess(exit)) return [scope, exit.value] as const
     yield* Scope.close(scope, exit)
     return yield* Effect.fail(Cause.squash(exit.cause))
-  })
-
-/** Busy timeout in whole milliseconds: default 0 read-write, 1 s read-only. */
-const busyTimeoutMs = (options: OpenOptions, readOnly: boolean): number => {
-  const input = options.busyTimeout ?? (readOnly ? Duration.seconds(1) : Duration.zero)
-  const ms = Math.ceil(Duration.toMillis(Duration.decode(input)))
-  return Number.isSafeInteger(ms) && ms > 0 ? Math.min(ms, 2_147_483_647) : 0
-}
-
-/**
- * Step 6: busy timeout and foreign keys on the client's one connection, read
- * back so a driver that ignored the pragma cannot go unnoticed.
- */
-const configure = (sql: SqlClient.SqlClient, busyMs: number) =>
-  Effect.gen(function*() {
-    yield* sql.unsafe(`PRAGMA busy_timeout = ${busyMs}`)
-    yield* sql.unsafe("PRAGMA foreign_keys = ON")
-    const rows = yield* sql.unsafe<{ readonly foreign_keys: number }>("PRAGMA foreign_keys")
-    if (rows[0]?.foreign_keys !== 1) return yield* Effect.dieMessage("SqliteDatabase: PRAGMA foreign_keys did not turn on")
   })
 
 /**
@@ -115,6 +96,6 @@ export const openFile = (options: OpenOptions): Effect.Effect<SqlClient.SqlClien
     if (!readOnly) yield* ensureWal(file)
     const [scope, sql] = yield* onLadder(file, buildOnce(file, readOnly), failure(file))
     yield* Effect.addFinalizer((exit) => Scope.close(scope, exit))
-    yield* onLadder(file, configure(sql, busyTimeoutMs(options, readOnly)), failure(file))
+    yield* onLadder(file, SqliteClient.configure(sql, SqliteClient.busyTimeoutMs(options.busyTimeout, readOnly)), failure(file))
     return sql
   })
