@@ -172,6 +172,8 @@ export const runSummary = (
   extra: {
     readonly heartbeatAtMs: number | null | undefined
     readonly nowMs: number
+    /** When the pending resume was requested (epoch ms), if the delegation records it. */
+    readonly resumeRequestedAtMs?: number | undefined
     readonly result?: { readonly state: string; readonly value?: unknown; readonly error?: unknown } | undefined
   }
 ): string => {
@@ -202,7 +204,15 @@ export const runSummary = (
   if (s.codeDrift !== undefined) {
     pairs.push(["code drift", `recorded ${s.codeDrift.recorded ?? "?"}; this build ${s.codeDrift.current ?? "?"}`])
   }
-  if (s.pendingResume !== undefined) pairs.push(["pending resume", `since ${Table.timestamp(s.pendingResume)}`])
+  // `pendingResume` is the request's sequence number, not a time: the time comes from the delegation.
+  if (s.pendingResume !== undefined) {
+    pairs.push([
+      "pending resume",
+      extra.resumeRequestedAtMs === undefined
+        ? `request sequence ${s.pendingResume}`
+        : `requested ${Table.timestamp(extra.resumeRequestedAtMs)} (request sequence ${s.pendingResume})`
+    ])
+  }
   if (extra.result !== undefined) {
     if (extra.result.state === "completed") {
       pairs.push(["result", "value" in extra.result ? Table.truncate(JSON.stringify(extra.result.value), 400) : "(none)"])

@@ -305,6 +305,16 @@ const mergeByTime = <V extends Render.EntryView>(views: ReadonlyArray<V>): Array
   return merged
 }
 
+/**
+ * When the run's pending resume `sequence` was requested (epoch ms): the delegation row records it;
+ * `undefined` when none of that sequence is pending any more.
+ */
+const resumeRequestedAt = (runId: string, sequence: number) =>
+  Effect.flatMap(ControlRuntime.ControlRuntime, (runtime) => runtime.pendingResumes).pipe(
+    Effect.map((resumes) => resumes.find((r) => r.runId === runId && r.sequence === sequence)?.requestedAtMs),
+    Effect.orElseSucceed(() => undefined)
+  )
+
 /** `baton run <runId>`. */
 export const run = (ctx: VerbContext, runId: string, tail: number) =>
   Effect.gen(function*() {
@@ -320,9 +330,13 @@ export const run = (ctx: VerbContext, runId: string, tail: number) =>
     const journal = yield* mergedJournal(runId, true)
     const journalTail = journal.slice(Math.max(0, journal.length - tail))
     const waits = summary.pendingWaits ?? []
+    const resumeRequestedAtMs = summary.pendingResume === undefined ? undefined : yield* resumeRequestedAt(runId, summary.pendingResume)
     if (ctx.globals.json) {
       return yield* outJson({
         summary,
+        ...(summary.pendingResume === undefined
+          ? {}
+          : { pendingResume: { sequence: summary.pendingResume, ...(resumeRequestedAtMs === undefined ? {} : { requestedAtMs: resumeRequestedAtMs }) } }),
         attempts: Render.sortAttempts(list),
         waits,
         journal: journalTail.map((v) => ({ ...v.entry, ...(v.ownership === true ? { ownership: true } : {}) }))
@@ -342,7 +356,7 @@ export const run = (ctx: VerbContext, runId: string, tail: number) =>
           }),
         error: result.error
       }
-    yield* out(Render.runSummary(summary, { heartbeatAtMs, nowMs, result: resultView }))
+    yield* out(Render.runSummary(summary, { heartbeatAtMs, nowMs, resumeRequestedAtMs, result: resultView }))
     const steps = list.filter((a) => a !== result)
     yield* out("")
     yield* out(steps.length === 0 ? "No attempts." : Render.attemptsTable(steps, nowMs))
