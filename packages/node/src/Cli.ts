@@ -3,7 +3,7 @@
  * `launch`, `cancel`, `resume`, `signal`, `journal`, `doctor`, built on `@effect/cli` over a client-mode
  * {@link NodeRuntime}. Tables for people, `--json` for scripts, and the exit codes of node.md 6.3:
  * 0 success, 1 unexpected, 2 usage, 3 not found, 4 refused by state, 5 database unavailable, 6 doctor
- * found a FAIL.
+ * found a FAIL; `journal --follow` ends with the run's outcome, 0 completed, 7 failed, 8 cancelled.
  *
  * @since 0.1.0
  */
@@ -416,7 +416,7 @@ const journalCommand = Command.make("journal", {
     ids: [["runId", o.runId]],
     check: () => Option.map(o.after, Parse.after),
     onEmpty: (ctx) => Effect.fail(new CliFailure({ exitCode: 3, code: "run_not_found", message: `run "${o.runId}" not found in ${Session.location(ctx.globals)}` }))
-  })).pipe(Command.withDescription("print a run's journal; --follow until it ends"))
+  })).pipe(Command.withDescription("print a run's journal; --follow until it ends, exiting 0 completed, 7 failed, 8 cancelled"))
 
 const doctorCommand = Command.make("doctor", {
   ...globalOptions,

@@ -692,6 +692,12 @@ export interface JournalOptions {
 const cutTimeAfter = (runId: string, after: number) =>
   Effect.map(allEntries(runId, {}), (entries): number | undefined => entries.filter((e) => e.seq <= after).at(-1)?.emittedAtMs)
 
+/**
+ * The exit code of `journal --follow` once the run ended: 0 completed, 7 failed, 8 cancelled. Codes of
+ * their own, past the CLI's failure codes (1–6), so a script tells a run that failed from a CLI that did.
+ */
+export const runOutcomeExit = { completed: 0, failed: 7, cancelled: 8 } as const
+
 /** `baton journal <runId>`. */
 export const journal = (ctx: VerbContext, runId: string, o: JournalOptions) =>
   Effect.gen(function*() {
@@ -735,7 +741,7 @@ export const journal = (ctx: VerbContext, runId: string, o: JournalOptions) =>
       if (lastOwn !== undefined) ownAfter = lastOwn.seq
       const lastFact: JournalEvent.Entry | undefined = facts[facts.length - 1]
       if (lastFact !== undefined) factsAfter = lastFact.seq
-      if (ControlSchema.isTerminalStatus(summary.status)) return
+      if (ControlSchema.isTerminalStatus(summary.status)) return runOutcomeExit[summary.status]
       yield* Effect.sleep(o.pollMs)
     }
   })
