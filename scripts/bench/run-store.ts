@@ -4,6 +4,8 @@
  * same row writes, on SQLite and PostgreSQL; 4 processes on one SQLite file versus one; and
  * heartbeats from 8 PostgreSQL connections on 8 runs versus one connection. Each measurement
  * runs in its own process (`packages/run-store/test/fixtures/bench-lifecycle.ts`).
+ * Last, it counts at the driver the statements, transactions and PostgreSQL round trips of
+ * each lifecycle operation (`scripts/lib/count-lifecycle.ts`), after the timed parts.
  * PostgreSQL runs when `BATON_BENCH_PG_URL` or `BATON_TEST_PG_URL` is set.
  */
 import { execFileSync, spawn } from "node:child_process"
@@ -50,6 +52,24 @@ const measure = (args: ReadonlyArray<string>, barrier?: { readonly ready: () => 
     })
   })
 
+/** Per-operation driver counts from `scripts/lib/count-lifecycle.ts`. */
+interface OpCounts {
+  readonly statements: number | string
+  readonly transactions: number | string
+  readonly roundTrips: number | string
+}
+type Counted = Record<"create" | "claimAndOwn" | "heartbeat" | "transitionOwned", OpCounts>
+const counter = path.join(repoRoot, "scripts/lib/count-lifecycle.ts")
+const count = (args: ReadonlyArray<string>): Counted => {
+  const out = execFileSync(process.execPath, ["--import", "tsx", counter, ...args], {
+    cwd: repoRoot,
+    env: { ...env, PGOPTIONS: "--client-min-messages=warning" },
+    encoding: "utf8"
+  })
+  return JSON.parse(out.split("\n").find((l) => l.startsWith("{"))!)
+}
+const counted: Array<[string, Counted]> = []
+
 const rate = (r: Result) => (r.count * 1000) / r.ms
 const fmt = (n: number) => n.toFixed(n < 10 ? 2 : 1)
 const rows: Array<[string, string, string]> = []
@@ -82,6 +102,7 @@ const four = await Promise.all(
 )
 const aggregate = (four.reduce((n, r) => n + r.count, 0) * 1000) / Math.max(...four.map((r) => r.ms))
 row("SQLite lifecycles, 4 processes aggregate", aggregate, `ratio to 1 process ${(aggregate / rate(one)).toFixed(2)}`)
+counted.push(["SQLite", count(["sqlite", path.join(dir, "count.db")])])
 fs.rmSync(dir, { recursive: true, force: true })
 
 if (pgUrl !== undefined) {
@@ -143,6 +164,7 @@ if (pgUrl !== undefined) {
           `with 1 connection, ${(hb8.machineBusy * 100).toFixed(0)}% with 8)\n`
       )
     }
+    counted.push(["PostgreSQL", count(target)])
   } finally {
     execFileSync("psql", [pgUrl, "-qc", `DROP SCHEMA ${schema} CASCADE`], { env: quiet })
   }
@@ -152,3 +174,24 @@ if (pgUrl !== undefined) {
 
 process.stdout.write("\n| Measurement | per second | ratio |\n| --- | ---: | ---: |\n")
 for (const [what, value, ratio] of rows) process.stdout.write(`| ${what} | ${value} | ${ratio} |\n`)
+
+// Driver counts per operation: statements (transaction control included), BEGINs, and on
+// PostgreSQL round trips (a simple-query script such as the opening BEGIN … is one trip).
+const sum = (c: Counted, key: keyof OpCounts) =>
+  [c.create, c.claimAndOwn, c.transitionOwned].every((o) => typeof o[key] === "number")
+    ? String([c.create, c.claimAndOwn, c.transitionOwned].reduce((n, o) => n + (o[key] as number), 0))
+    : "varies"
+process.stdout.write(
+  "\n| Dialect | Operation | statements | transactions | round trips |\n| --- | --- | ---: | ---: | ---: |\n"
+)
+for (const [dialect, c] of counted) {
+  const trips = (o: OpCounts) => dialect === "SQLite" ? "-" : String(o.roundTrips)
+  for (const op of ["create", "claimAndOwn", "transitionOwned", "heartbeat"] as const) {
+    const o = c[op]
+    process.stdout.write(`| ${dialect} | ${op} | ${o.statements} | ${o.transactions} | ${trips(o)} |\n`)
+  }
+  process.stdout.write(
+    `| ${dialect} | lifecycle create → claimAndOwn → transitionOwned | ${sum(c, "statements")} | ` +
+      `${sum(c, "transactions")} | ${dialect === "SQLite" ? "-" : sum(c, "roundTrips")} |\n`
+  )
+}

@@ -1,0 +1,115 @@
+/**
+ * Counts what a process sends to its database, at the driver: SQL statements, transactions
+ * (`BEGIN`s) and, on PostgreSQL, round trips (calls of node-postgres' `Client.prototype.query`,
+ * which the pool's clients share). It patches the driver prototypes, so it sees every
+ * statement the stores issue, transaction control included (the transaction driver sends
+ * `BEGIN`/`COMMIT` on the raw connection, past `@effect/sql`'s statement transformers).
+ * For the bench and the torture only: install it before the database layer is built.
+ */
+import { createRequire } from "node:module"
+import * as path from "node:path"
+import { fileURLToPath } from "node:url"
+
+const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..")
+// The drivers as the database package loads them, so the patched prototypes are the ones it uses.
+const requireFromDatabase = createRequire(path.join(repoRoot, "packages", "database", "package.json"))
+
+/** Running totals since the process installed the counter. */
+export interface Counts {
+  readonly statements: number
+  readonly transactions: number
+  readonly roundTrips: number
+}
+
+const totals = { statements: 0, transactions: 0, roundTrips: 0 }
+
+/** A copy of the totals now. */
+export const snapshot = (): Counts => ({ ...totals })
+
+/** `after − before`, field by field. */
+export const diff = (before: Counts, after: Counts): Counts => ({
+  statements: after.statements - before.statements,
+  transactions: after.transactions - before.transactions,
+  roundTrips: after.roundTrips - before.roundTrips
+})
+
+/** The totals added by running `body`. */
+export const around = async <A>(body: () => Promise<A>): Promise<readonly [A, Counts]> => {
+  const before = snapshot()
+  const value = await body()
+  return [value, diff(before, snapshot())] as const
+}
+
+/**
+ * Statements in one SQL text: a parameterised query is one; a simple query (no parameters, as
+ * the PostgreSQL opening script is sent) is split on `;` outside quotes.
+ */
+export const statementsIn = (text: string, parameterised: boolean): ReadonlyArray<string> => {
+  if (parameterised) return [text]
+  const parts: Array<string> = []
+  let current = ""
+  let quote: string | undefined
+  for (const ch of text) {
+    if (quote !== undefined) {
+      if (ch === quote) quote = undefined
+    } else if (ch === "'" || ch === "\"") {
+      quote = ch
+    } else if (ch === ";") {
+      if (current.trim() !== "") parts.push(current)
+      current = ""
+      continue
+    }
+    current += ch
+  }
+  if (current.trim() !== "") parts.push(current)
+  return parts
+}
+
+const record = (text: string, parameterised: boolean) => {
+  for (const statement of statementsIn(text, parameterised)) {
+    totals.statements++
+    if (/^\s*BEGIN\b/i.test(statement)) totals.transactions++
+  }
+}
+
+let sqliteInstalled = false
+let pgInstalled = false
+
+/** Patch better-sqlite3: every `run`/`all`/`get`/`iterate` of a prepared statement counts. */
+export const installSqlite = (): void => {
+  if (sqliteInstalled) return
+  sqliteInstalled = true
+  const Database = requireFromDatabase("better-sqlite3")
+  const probe = new Database(":memory:")
+  const statementPrototype = Object.getPrototypeOf(probe.prepare("SELECT 1"))
+  probe.close()
+  for (const method of ["run", "all", "get", "iterate"] as const) {
+    const original = statementPrototype[method]
+    statementPrototype[method] = function(this: { readonly source: string }, ...args: Array<unknown>) {
+      record(this.source, true)
+      return original.apply(this, args)
+    }
+  }
+  const exec = Database.prototype.exec
+  Database.prototype.exec = function(this: unknown, text: string) {
+    record(text, false)
+    return exec.call(this, text)
+  }
+}
+
+/** Patch node-postgres: every `Client.prototype.query` call is one round trip. */
+export const installPg = (): void => {
+  if (pgInstalled) return
+  pgInstalled = true
+  const pg = requireFromDatabase("pg")
+  const query = pg.Client.prototype.query
+  pg.Client.prototype.query = function(this: unknown, config: unknown, values?: unknown, callback?: unknown) {
+    const text = typeof config === "string" ? config : (config as { text?: unknown } | null)?.text
+    const params = Array.isArray(values) ? values : (config as { values?: unknown } | null)?.values
+    if (typeof text === "string") {
+      totals.roundTrips++
+      record(text, Array.isArray(params) && params.length > 0)
+    }
+    return query.call(this, config, values, callback)
+  }
+}
