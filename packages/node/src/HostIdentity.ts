@@ -1,6 +1,8 @@
 /**
  * Who this process is: a host id that groups processes able to judge each other by pid,
- * the pid, and an incarnation minted once per process that prefixes every claim nonce.
+ * the pid, and an incarnation that prefixes every claim nonce. `detect` answers the process's
+ * incarnation (minted once per process); every NodeRuntime build mints its own, so two runtimes
+ * in one process are two owners.
  *
  * @since 0.1.0
  */
@@ -15,7 +17,7 @@ import { identifierIssue, NodeRuntimeError } from "./internal/runtimeError.js"
  * This process's identity.
  * - `hostId`: `"<hostname>/<boot>[/<pidns>]"`, or the override (`hostId` option, `BATON_HOST_ID`);
  * - `pid`: the process id (tests may override it);
- * - `incarnation`: `"n1-<startTicks|x>-<12 hex>"`, fixed for the process;
+ * - `incarnation`: `"n1-<startTicks|x>-<12 hex>"`: the process's, or one minted for a NodeRuntime build;
  * - `startTicks`: field 22 of `/proc/self/stat` (clock ticks after boot), when readable.
  *
  * @since 0.1.0
@@ -42,7 +44,7 @@ export interface DetectOptions {
   readonly hostname?: string
   /** Environment to read `BATON_HOST_ID` from; default `process.env`. */
   readonly env?: Readonly<Record<string, string | undefined>>
-  /** Mint a fresh incarnation instead of the process's one (tests simulating a restart). */
+  /** Mint a fresh incarnation instead of the process's one (each NodeRuntime build; tests simulating a restart). */
   readonly freshIncarnation?: boolean
 }
 
@@ -104,8 +106,8 @@ const bootFromUptime = Effect.map(Clock.currentTimeMillis, (nowMs) => {
 
 /**
  * Detect this process's identity; `overrides.hostId` (else env `BATON_HOST_ID`) replaces the
- * host id whole, `overrides.pid` the pid. The incarnation is the same for every call in one
- * process.
+ * host id whole, `overrides.pid` the pid. The incarnation is the process's: the same for every
+ * call in one process (a NodeRuntime build mints its own instead).
  *
  * @since 0.1.0
  * @category constructors

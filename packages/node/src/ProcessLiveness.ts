@@ -11,6 +11,7 @@ import type * as Ownership from "@baton/run-store/Ownership"
 import { Duration, Effect, Option } from "effect"
 import * as HostIdentity from "./HostIdentity.js"
 import * as HostProc from "./internal/hostProc.js"
+import * as LiveIncarnations from "./internal/liveIncarnations.js"
 
 /**
  * Why the probe answered as it did; one per rule of node.md 3.2.
@@ -149,9 +150,12 @@ export const makeWith = (options: Options = {}): Probe => {
           : verdict(false, "other-host-lease-expired", `owner on ${owner.hostId}; lease expired`)
       }
       if (owner.pid === self.pid) {
-        return HostIdentity.isOwnNonce(self, owner.nonce)
-          ? verdict(true, "this-process", `pid ${owner.pid} is this process`)
-          : verdict(false, "previous-incarnation", `pid ${owner.pid} was an earlier process with this host id`)
+        if (HostIdentity.isOwnNonce(self, owner.nonce)) return verdict(true, "this-process", `pid ${owner.pid} is this process`)
+        // Another NodeRuntime running in this process has its own incarnation; it is alive.
+        if (LiveIncarnations.isLiveHere(owner.nonce)) {
+          return verdict(true, "this-process", `pid ${owner.pid} is this process (another runtime in it)`)
+        }
+        return verdict(false, "previous-incarnation", `pid ${owner.pid} was an earlier process with this host id`)
       }
       let answer: Verdict
       try {

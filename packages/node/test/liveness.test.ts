@@ -4,6 +4,7 @@ import * as fs from "node:fs"
 import { Effect, Option } from "effect"
 import * as HostIdentity from "../src/HostIdentity.js"
 import * as HostProc from "../src/internal/hostProc.js"
+import * as LiveIncarnations from "../src/internal/liveIncarnations.js"
 import * as ProcessLiveness from "../src/ProcessLiveness.js"
 import { type FakeProc, makeFakeProc, statLine } from "./fixtures/runtimeProcRoot.js"
 
@@ -56,6 +57,18 @@ describe("ProcessLiveness.probe (node.md 3.2)", () => {
       expect(yield* probe(own, context(nowMs - 10 * S))).toMatchObject({ alive: true, reason: "this-process" })
       const predecessor = { ...own, nonce: "n1-555-000000000000.1234" }
       expect(yield* probe(predecessor, context(nowMs))).toMatchObject({ alive: false, reason: "previous-incarnation" })
+    }))
+
+  it.effect("rule 2: a same-pid owner of another runtime running in this process is alive until that runtime stops", () =>
+    Effect.gen(function*() {
+      const { probe } = probeWith()
+      const peer = yield* HostIdentity.detectWith({ env: {}, freshIncarnation: true })
+      const owner = { hostId: self.hostId, pid: self.pid, nonce: HostIdentity.mintNonce(peer)() }
+      yield* Effect.scoped(Effect.gen(function*() {
+        yield* LiveIncarnations.hold(peer.incarnation)
+        expect(yield* probe(owner, context(nowMs))).toMatchObject({ alive: true, reason: "this-process" })
+      }))
+      expect(yield* probe(owner, context(nowMs))).toMatchObject({ alive: false, reason: "previous-incarnation" })
     }))
 
   it.effect("rule 3: a pid that is not a safe integer >= 1 counts as alive", () =>

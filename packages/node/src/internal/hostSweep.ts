@@ -12,6 +12,7 @@ import { nodeSource } from "./executorJournal.js"
 import { markEnd } from "./executorState.js"
 import type { HostCore } from "./hostCore.js"
 import { deliverSignal, takeUp } from "./hostSignals.js"
+import * as LiveIncarnations from "./liveIncarnations.js"
 
 const skewMs = Duration.toMillis(Consensus.heartbeatSkewAllowance)
 
@@ -237,7 +238,10 @@ const claimCandidate = (
       }
       case "stale-owner": {
         const from = candidate.owner
-        if (from !== undefined && from.hostId === self.hostId && from.pid === self.pid && !ownLease(core, from)) countEarlier(1)
+        if (
+          from !== undefined && from.hostId === self.hostId && from.pid === self.pid && !ownLease(core, from) &&
+          !LiveIncarnations.isLiveHere(from.nonce)
+        ) countEarlier(1)
         if (yield* drifted(core, memory, runId)) return
         const claimed = yield* Effect.either(core.runtime.resume(runId, { scope: "any" }))
         if (claimed._tag === "Left") return

@@ -22,6 +22,7 @@ import * as NodeExecutor from "../NodeExecutor.js"
 import * as ProcessLiveness from "../ProcessLiveness.js"
 import * as HostCore from "./hostCore.js"
 import * as Supervisor from "./hostSupervisor.js"
+import * as LiveIncarnations from "./liveIncarnations.js"
 import { librarySets, type Options, type PgExtras, validate, validateCatalog, type Validated } from "./runtimeOptions.js"
 
 /** The step and attempt encoding this executor writes (node.md 3.4). */
@@ -77,12 +78,18 @@ export const compose = <E1, E2>(
   database: Layer.Layer<SqlClient.SqlClient | DurableWriter.DurableWriter, E1>,
   clock: Layer.Layer<never, E2, SqlClient.SqlClient> | undefined
 ) =>
-  Layer.unwrapEffect(Effect.gen(function*() {
+  Layer.unwrapScoped(Effect.gen(function*() {
     const validated = yield* validate(options)
-    const identity = yield* HostIdentity.detect({
+    // Each runtime is its own owner: a second runtime in this process must neither join the first
+    // one's fences nor drive its runs, so every build mints its own incarnation.
+    const identity = yield* HostIdentity.detectWith({
       ...(options.hostId === undefined ? {} : { hostId: options.hostId }),
-      ...(options.pid === undefined ? {} : { pid: options.pid })
+      ...(options.pid === undefined ? {} : { pid: options.pid }),
+      freshIncarnation: true
     })
+    // Released after the host's shutdown (finalizers run in reverse): until then peers in this
+    // process judge its runs alive.
+    yield* LiveIncarnations.hold(identity.incarnation)
     const probe = ProcessLiveness.makeWith({
       identity,
       ...(validated.takeOverHungOwnersAfterMs === undefined
