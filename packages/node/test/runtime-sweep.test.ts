@@ -17,6 +17,7 @@ import * as Run from "../src/Run.js"
 import * as Step from "../src/Step.js"
 import { tempDb } from "./fixtures/runtimeProcesses.js"
 import { awaitStatus, expectCompleted, launch } from "./fixtures/runtimeSupport.js"
+import * as TestLogger from "./support/testLogger.js"
 
 const bodies = new Map<string, number>()
 const count = (key: string) => Effect.sync(() => bodies.set(key, (bodies.get(key) ?? 0) + 1))
@@ -185,10 +186,53 @@ describe("host sweep", () => {
       expect(summary.status).toBe("accepted")
       expect(summary.ownerId).toBeUndefined()
       const lines = spy.mock.calls.map((call) => call.map(String).join(" "))
-      expect(lines.filter((line) => line.includes(`run ${runId} recorded 1; this host runs 2; resume it with --allow-code-drift from this host's catalog`)))
-        .toHaveLength(1)
+      expect(lines.filter((line) =>
+        line.includes(
+          `run ${runId} of flow sweep.drift recorded 1; this host runs 2; resume it with --allow-code-drift from this host's catalog`
+        )
+      )).toHaveLength(1)
+    }))
+
+  it.scopedLive("a host running another version of a parked run's flow logs the skip once at WARN, naming run, flow and both versions", () =>
+    Effect.gen(function*() {
+      const db = tempDb()
+      const v1 = Flow.make({ ...parkDefinition, version: "1" })
+      const v2 = Flow.make({ ...parkDefinition, version: "2" })
+      const client = yield* build(
+        NodeRuntime.layer({ filename: db.filename, flows: [v1], mode: "client", hostId: "remote-cli" })
+      )
+      // A v1 host parks the run, then shuts down.
+      const runId = yield* Effect.scoped(Effect.gen(function*() {
+        const first = yield* build(NodeRuntime.layer({ ...fast, filename: db.filename, flows: [v1] }))
+        const id = yield* launch("sweep.drift-park", null).pipe(inContext(first))
+        yield* awaitStatus(id, ["parked"]).pipe(inContext(first))
+        return id
+      }))
+      // The signal leaves a pending command and a resume delegation for whichever host serves the flow.
+      yield* Effect.flatMap(Control.Control, (c) =>
+        c.signal({ runId, signal: { name: "go", payload: { n: 1 } }, idempotencyKey: `signal-${runId}` })).pipe(
+          inContext(client)
+        )
+      const recorder = TestLogger.make()
+      yield* recorder.capture(Effect.gen(function*() {
+        const host = yield* build(NodeRuntime.layer({ ...fast, filename: db.filename, flows: [v2] }))
+        for (let i = 0; i < 4; i++) yield* Effect.flatMap(NodeRuntime.NodeHost, (h) => h.sweepNow).pipe(inContext(host))
+      }))
+      const summary = yield* Effect.flatMap(ControlRuntime.ControlRuntime, (r) => r.getRun(runId)).pipe(inContext(client))
+      expect(summary.status).toBe("parked")
+      const skips = recorder.lines.filter((line) => line.message.includes(`run ${runId} `))
+      expect(skips.map((line) => line.level)).toEqual(["WARN"])
+      expect(skips[0]!.message).toContain(`run ${runId} of flow sweep.drift-park recorded 1; this host runs 2;`)
+      expect(skips[0]!.annotations).toMatchObject({ runId, flowId: "sweep.drift-park", recordedVersion: "1", hostVersion: "2" })
     }))
 })
+
+const parkDefinition = {
+  id: "sweep.drift-park",
+  description: "parks on a signal",
+  input: Schema.Unknown,
+  handler: () => Step.waitForSignal("go")
+}
 
 const holdDefinition = {
   id: "sweep.drift",

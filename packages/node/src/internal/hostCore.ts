@@ -51,6 +51,8 @@ export interface CoreOptions {
 
 export interface HostCore extends CoreOptions {
   readonly driven: Map<string, Driven>
+  /** Runs whose code-drift skip was logged already (once per run, whichever path skipped it). */
+  readonly driftLogged: Set<string>
   readonly events: PubSub.PubSub<HostEvent>
   /** Stop accepting: launches answer `pending`, resumes `unknown`, the sweep stops claiming. */
   accepting: boolean
@@ -79,6 +81,7 @@ export const make = (options: CoreOptions): Effect.Effect<HostCore, never, Scope
     const core: HostCore = {
       ...options,
       driven,
+      driftLogged: new Set(),
       events,
       accepting: true,
       draining: false,

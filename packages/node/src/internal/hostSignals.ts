@@ -6,6 +6,7 @@ import type * as OwnerId from "@baton/journal/OwnerId"
 import { Clock, Duration, Effect } from "effect"
 import * as HostIdentity from "../HostIdentity.js"
 import type { HostCore } from "./hostCore.js"
+import { skipsForDrift } from "./hostDrift.js"
 import { tokenDigest } from "./executorWaits.js"
 
 const staleAfterMs = Duration.toMillis(Consensus.heartbeatStaleAfter)
@@ -130,8 +131,7 @@ export const takeUp = (
     const flow = yield* core.flowFor(summary.flowId)
     if (flow === undefined) return false
     if (!(yield* takeUpAllowed(core, summary, delegation))) return false
-    const drift = yield* core.runtime.codeDrift(runId)
-    if (drift !== undefined) return false
+    if (yield* skipsForDrift(core, runId)) return false
     yield* core.runtime.resume(runId, { scope: "any" })
     const started = yield* core.startDrive(runId, summary.flowId, cause)
     if (started) yield* core.runtime.clearResume(runId, delegation.sequence)

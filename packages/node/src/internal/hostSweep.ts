@@ -11,18 +11,18 @@ import type * as ProcessLiveness from "../ProcessLiveness.js"
 import { nodeSource } from "./executorJournal.js"
 import { markEnd } from "./executorState.js"
 import type { HostCore } from "./hostCore.js"
+import { skipsForDrift } from "./hostDrift.js"
 import { deliverSignal, takeUp } from "./hostSignals.js"
 import * as LiveIncarnations from "./liveIncarnations.js"
 
 const skewMs = Duration.toMillis(Consensus.heartbeatSkewAllowance)
 
-/** Log-once memory of the sweep (drift messages, earlier-process notices). */
+/** The sweep's memory across ticks: cancels being settled. */
 export interface SweepMemory {
-  readonly driftLogged: Set<string>
   readonly cancelling: Set<string>
 }
 
-export const makeMemory = (): SweepMemory => ({ driftLogged: new Set(), cancelling: new Set() })
+export const makeMemory = (): SweepMemory => ({ cancelling: new Set() })
 
 const guarded = (what: string, runId: string, effect: Effect.Effect<unknown, unknown>): Effect.Effect<void> =>
   effect.pipe(
@@ -125,24 +125,8 @@ const delegations = (core: HostCore) =>
     }
   })
 
-/** Drift check before a claim: logged once per run, event `skipped-drift`. */
-const drifted = (core: HostCore, memory: SweepMemory, runId: string) =>
-  Effect.gen(function*() {
-    const drift = yield* core.runtime.codeDrift(runId)
-    if (drift === undefined) return false
-    if (!memory.driftLogged.has(runId)) {
-      memory.driftLogged.add(runId)
-      const message = `run ${runId} recorded ${drift.recorded ?? drift.recordedEngine ?? "?"}; this host runs ${
-        drift.current ?? drift.currentEngine ?? "nothing"
-      }; resume it with --allow-code-drift from this host's catalog (the resume adopts the caller's code): baton resume ${runId} --allow-code-drift --config <this host's catalog>`
-      yield* Effect.logWarning(message)
-      yield* core.publish({ _tag: "skipped-drift", runId, message })
-    }
-    return true
-  })
-
 /** Step 4: work discovery (released runs, stale owners, orphaned claims). */
-const discovery = (core: HostCore, memory: SweepMemory) =>
+const discovery = (core: HostCore) =>
   Effect.gen(function*() {
     const capacity = core.capacity()
     if (capacity <= 0 || !core.accepting) return
@@ -161,7 +145,7 @@ const discovery = (core: HostCore, memory: SweepMemory) =>
     for (const candidate of page.candidates) {
       if (core.capacity() <= 0 || !core.accepting) break
       if (core.driven.has(candidate.runId)) continue
-      yield* guarded("claim", candidate.runId, claimCandidate(core, memory, candidate, self, (n) => (earlier += n)))
+      yield* guarded("claim", candidate.runId, claimCandidate(core, candidate, self, (n) => (earlier += n)))
     }
     if (earlier > 0) yield* Effect.logInfo(`found ${earlier} runs owned by an earlier process with this pid`)
   })
@@ -202,7 +186,6 @@ const takeoverEvidence = (
 
 const claimCandidate = (
   core: HostCore,
-  memory: SweepMemory,
   candidate: ControlRuntime.HostCandidate,
   self: OwnerId.OwnerId,
   countEarlier: (n: number) => void
@@ -230,7 +213,7 @@ const claimCandidate = (
         return
       }
       case "released": {
-        if (yield* drifted(core, memory, runId)) return
+        if (yield* skipsForDrift(core, runId)) return
         const claimed = yield* Effect.either(core.runtime.resume(runId, { scope: "any" }))
         if (claimed._tag === "Left") return
         yield* core.startDrive(runId, candidate.flowId, "released")
@@ -242,7 +225,7 @@ const claimCandidate = (
           from !== undefined && from.hostId === self.hostId && from.pid === self.pid && !ownLease(core, from) &&
           !LiveIncarnations.isLiveHere(from.nonce)
         ) countEarlier(1)
-        if (yield* drifted(core, memory, runId)) return
+        if (yield* skipsForDrift(core, runId)) return
         const claimed = yield* Effect.either(core.runtime.resume(runId, { scope: "any" }))
         if (claimed._tag === "Left") return
         const nowMs = yield* Clock.currentTimeMillis
@@ -276,5 +259,5 @@ export const tick = (core: HostCore, memory: SweepMemory): Effect.Effect<void> =
     if (!core.accepting) return
     yield* guarded("signals", "", signals(core))
     yield* guarded("delegations", "", delegations(core))
-    yield* guarded("discovery", "", discovery(core, memory))
+    yield* guarded("discovery", "", discovery(core))
   })
