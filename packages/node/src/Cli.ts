@@ -381,15 +381,34 @@ const signalCommand = Command.make("signal", {
   runId: Args.text({ name: "runId" }),
   name: Args.text({ name: "name" }),
   payload: Args.text({ name: "json" }).pipe(Args.optional),
-  key: Options.text("key").pipe(Options.optional)
+  key: Options.text("key").pipe(Options.optional),
+  wait: Options.boolean("wait").pipe(
+    Options.withDescription("wait for the host's verdict: exit 0 delivered, 4 refused or the run ended, 9 none within --timeout")
+  ),
+  timeout: Options.text("timeout").pipe(Options.withDescription("how long --wait waits, e.g. 10s, 2m (default 30s)"), Options.optional)
 }, (o) =>
-  verb(o, "write", (ctx) => Verbs.signal(ctx, o.runId, o.name, u(o.payload), u(o.key)), {
+  verb(o, "write", (ctx) =>
+    Verbs.signal(ctx, o.runId, o.name, u(o.payload), {
+      key: u(o.key),
+      waitMs: o.wait ? signalTimeoutMs(o.timeout) : undefined,
+      pollMs: 200
+    }), {
     ids: [["runId", o.runId]],
     key: o.key,
     runOf: o.runId,
-    check: () => Option.map(o.payload, (text) => Parse.json("signal payload", text))
+    check: () => {
+      Option.map(o.payload, (text) => Parse.json("signal payload", text))
+      if (!o.wait && Option.isSome(o.timeout)) {
+        throw new CliFailure({ exitCode: 2, code: "usage", message: "--timeout applies to --wait: pass both, or neither" })
+      }
+      signalTimeoutMs(o.timeout)
+    }
   }))
-  .pipe(Command.withDescription("send a signal to a run's wait"))
+  .pipe(Command.withDescription("send a signal to a run's wait; --wait for the verdict"))
+
+/** `signal --timeout` in ms (default 30 s); a malformed value is usage naming --timeout. */
+const signalTimeoutMs = (timeout: Option.Option<string>): number =>
+  Option.match(timeout, { onNone: () => 30_000, onSome: (text) => Parse.durationMs("--timeout", text) })
 
 const journalCommand = Command.make("journal", {
   ...globalOptions,

@@ -7,7 +7,7 @@ import * as Data from "effect/Data"
 
 /** A failure the CLI reports: `baton: <message>` (+ `hint: <hint>`) and exits with `exitCode`. */
 export class CliFailure extends Data.TaggedError("CliFailure")<{
-  readonly exitCode: 1 | 2 | 3 | 4 | 5 | 6
+  readonly exitCode: 1 | 2 | 3 | 4 | 5 | 6 | 9
   readonly code: string
   readonly message: string
   readonly hint?: string | undefined

@@ -653,24 +653,94 @@ export const resume = (ctx: VerbContext, runId: string, o: { readonly allowCodeD
     }
   })
 
-/** `baton signal <runId> <name> [json]`. */
-export const signal = (ctx: VerbContext, runId: string, name: string, payloadText: string | undefined, key: string | undefined) =>
+/** Options of `baton signal`: `waitMs` is `--timeout` in ms when `--wait` was given. */
+export interface SignalOptions {
+  readonly key: string | undefined
+  readonly waitMs: number | undefined
+  readonly pollMs: number
+}
+
+/**
+ * The signal command a `signal` call with idempotency key `key` admitted. Control names a command by its
+ * mutation key, `signal:actor:<actor digest>:<key>` (control.md, keys); the CLI matches the key part, its
+ * own (a fresh random one unless `--key` was given).
+ */
+const commandOf = (runId: string, name: string, key: string) =>
+  Effect.flatMap(ControlRuntime.ControlRuntime, (runtime) => runtime.signalCommands({ runId, name, limit: 500 })).pipe(
+    Effect.map((commands) => commands.filter((c) => c.commandId.startsWith("signal:actor:") && c.commandId.endsWith(`:${key}`)).at(-1))
+  )
+
+/** Why the run's host refused a command, from its `baton.signal.rejected` entry (`undefined`: not journaled). */
+const refusalReason = (runId: string, commandId: string) =>
+  Effect.map(allEntries(runId, { eventTypes: ["baton.signal.rejected"] }), (entries) => {
+    const entry = entries.find((e) => (e.payload as { commandId?: unknown } | null)?.commandId === commandId)
+    const reason = (entry?.payload as { reason?: unknown } | undefined)?.reason
+    return typeof reason === "string" ? reason : undefined
+  })
+
+/** `baton signal <runId> <name> [json]`; with `--wait`, until the command is settled or `--timeout`. */
+export const signal = (ctx: VerbContext, runId: string, name: string, payloadText: string | undefined, o: SignalOptions) =>
   Effect.gen(function*() {
     const payload = payloadText === undefined ? null : Parse.json("signal payload", payloadText)
     const control = yield* Control.Control
     const nowMs = yield* Clock.currentTimeMillis
+    const key = o.key ?? `cli:signal:${randomUUID()}`
     const receipt = yield* control.signal(withPrincipal({
       runId,
       signal: { name, payload: payload as ControlSchema.Json },
-      idempotencyKey: key ?? `cli:signal:${randomUUID()}`
+      idempotencyKey: key
     }, principalOf(ctx, nowMs)))
     if (receipt._tag === "Terminal") {
       return yield* new CliFailure({ exitCode: 4, code: "terminal", message: `${receipt.runId} is already ${receipt.status}` })
     }
     if (receipt._tag === "Conflict") return yield* conflictOf(receipt)
-    if (ctx.globals.json) return yield* outJson(receipt)
-    if (receipt._tag === "AlreadyApplied") return yield* out(`signal ${name} already sent (receipt ${receipt.receiptId})`)
-    yield* out(`signal ${name} queued for the host that drives ${runId}`)
+    if (o.waitMs === undefined) {
+      if (ctx.globals.json) return yield* outJson(receipt)
+      if (receipt._tag === "AlreadyApplied") return yield* out(`signal ${name} already sent (receipt ${receipt.receiptId})`)
+      return yield* out(`signal ${name} queued for the host that drives ${runId} (baton signal --wait waits for its verdict)`)
+    }
+    const verdict = yield* awaitVerdict(runId, name, key, o.waitMs, o.pollMs)
+    switch (verdict.state) {
+      case "delivered":
+        if (ctx.globals.json) return yield* outJson({ receipt, commandId: verdict.commandId, state: "delivered" })
+        return yield* out(`signal ${name} delivered to ${runId}`)
+      case "rejected": {
+        const reason = yield* refusalReason(runId, verdict.commandId)
+        return yield* new CliFailure({
+          exitCode: 4,
+          code: "signal_rejected",
+          message: `signal ${name} was refused by ${runId}: ${
+            reason === "schema" ? `its payload does not match the schema of wait ${name}` : `no open wait ${name} took it`
+          }`,
+          hint: `baton run ${runId} shows the open waits; baton journal ${runId} --type baton.signal.rejected the refusals`
+        })
+      }
+      case "terminal":
+        return yield* new CliFailure({ exitCode: 4, code: "terminal", message: `${runId} ended before signal ${name} was delivered` })
+      case "pending":
+        return yield* new CliFailure({
+          exitCode: 9,
+          code: "signal_pending",
+          message: `signal ${name} has no verdict after ${Math.round(o.waitMs / 100) / 10} s: it is still queued for the host that drives ${runId}`,
+          hint: `baton doctor checks for a host that serves the run's flow; retry with a longer --timeout`
+        })
+    }
+  })
+
+/** Polls the command `key` admitted until a host settles it, or `waitMs` passed (`pending`). */
+const awaitVerdict = (runId: string, name: string, key: string, waitMs: number, pollMs: number) =>
+  Effect.gen(function*() {
+    const start = yield* Clock.currentTimeMillis
+    for (;;) {
+      const command = yield* commandOf(runId, name, key)
+      if (command === undefined) {
+        return yield* new CliFailure({ exitCode: 1, code: "signal_not_found", message: `the signal command of ${runId} is not readable` })
+      }
+      if (command.state !== "pending") return { state: command.state, commandId: command.commandId } as const
+      const now = yield* Clock.currentTimeMillis
+      if (now - start >= waitMs) return { state: "pending", commandId: command.commandId } as const
+      yield* Effect.sleep(Math.min(pollMs, Math.max(1, waitMs - (now - start))))
+    }
   })
 
 // ---------------------------------------------------------------------------------------------

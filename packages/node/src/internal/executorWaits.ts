@@ -71,7 +71,18 @@ export const waitForSignal = <A, AE>(
           yield* Effect.logWarning(`signal ${command.commandId} for wait ${name} refused by its schema`).pipe(
             Effect.annotateLogs({ runId })
           )
-          if (command.state === "pending") yield* runtime.settleSignal(command.commandId, "rejected")
+          if (command.state === "pending") {
+            // The refusal is the run's history, not only a log line: its journal entry commits with the
+            // settlement (never the payload, which is a stored value).
+            yield* flushLossy(state)
+            yield* journal.transact(
+              Effect.gen(function*() {
+                yield* runtime.settleSignal(command.commandId, "rejected")
+                yield* durable(state, "baton.signal.rejected", { commandId: command.commandId, name, reason: "schema" })
+              }),
+              { key: runId }
+            )
+          }
           return undefined
         }
         yield* journal.transact(
