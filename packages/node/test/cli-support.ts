@@ -89,9 +89,9 @@ export const runVerbs = (cli: (...args: ReadonlyArray<string>) => Promise<CliRes
   }
 })
 
-/** Start the waiting-flows host fixture on `db`; resolves once it printed "ready". */
-export const startWaitHost = async (db: string) => {
-  const host = spawnFixture(new URL("./fixtures/cli-wait-host.ts", import.meta.url), [db])
+/** Start the waiting-flows host fixture on `db` (`wait-approval` at `version`); resolves once it printed "ready". */
+export const startWaitHost = async (db: string, version = "1") => {
+  const host = spawnFixture(new URL("./fixtures/cli-wait-host.ts", import.meta.url), [db, version])
   const done = completion(host)
   await new Promise<void>((resolve, reject) => {
     let out = ""

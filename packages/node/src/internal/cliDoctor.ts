@@ -17,6 +17,7 @@ import * as HostIdentity from "../HostIdentity.js"
 import * as NodeRuntime from "../NodeRuntime.js"
 import * as ProcessLiveness from "../ProcessLiveness.js"
 import { databaseCode } from "./cliFailure.js"
+import * as Hosts from "./cliHosts.js"
 import { hostPid } from "./cliRender.js"
 import * as Verbs from "./cliVerbs.js"
 import type { Catalog, Globals } from "./cliSession.js"
@@ -64,6 +65,26 @@ const unreadableRuns = Effect.gen(function*() {
   }
 })
 
+/** What the run's flow no live host serves means, for messages. */
+const unservedText = (flowId: string): string =>
+  `no live host serves flow ${flowId} (none drives or has parked a run of it)`
+
+/** A run's recorded code against live hosts that run other code for its flow. */
+const liveDriftText = (flowId: string, recorded: string | undefined, servers: ReadonlyArray<Hosts.Server>): string =>
+  `code drift: it recorded ${recorded ?? "?"}, and the live hosts serving flow ${flowId} run other code (${
+    Hosts.describeServers(servers)
+  }), so they skip it instead of taking it over`
+
+const liveDriftHint = (runId: string, servers: ReadonlyArray<Hosts.Server>): string =>
+  `baton resume ${runId} --allow-code-drift --config <the catalog of ${servers[0]?.host ?? "that host"}>`
+
+/** The code a run recorded (`executionDigest`), or `undefined` when unreadable or not recorded. */
+const recordedCode = (runId: string) =>
+  Effect.flatMap(ControlRuntime.ControlRuntime, (runtime) => runtime.getRun(runId)).pipe(
+    Effect.map((summary): string | undefined => summary.executionDigest),
+    Effect.orElseSucceed(() => undefined)
+  )
+
 /** Runs every check; with `fix`, recovers orphaned claims whose claimant is dead. */
 export const doctor = (globals: Globals, catalog: Catalog | undefined, fix: boolean) =>
   Effect.gen(function*() {
@@ -75,6 +96,8 @@ export const doctor = (globals: Globals, catalog: Catalog | undefined, fix: bool
     const journal = yield* Journal.Journal
     const host = yield* NodeRuntime.NodeHost
     const nowMs = yield* Clock.currentTimeMillis
+    // The live hosts the stuck-runs check found, reused by the backlog check.
+    let servicesSeen: Hosts.Services | undefined
 
     // file
     if (globals.pg === undefined) {
@@ -151,6 +174,8 @@ export const doctor = (globals: Globals, catalog: Catalog | undefined, fix: bool
     } else {
       const stuck: Array<Finding> = []
       const orphans: Array<Finding> = []
+      const services = yield* Hosts.liveServices(nowMs, HostIdentity.ownerOf(host.identity))
+      servicesSeen = services
       // Drift is known only for flows the loaded catalog has (a flow it lacks is unknown code, not drift).
       // A host skips a drifted run instead of taking it over, so no takeover is promised for one.
       const known = new Set((catalog?.flows ?? []).map((f) => f.id))
@@ -198,8 +223,27 @@ export const doctor = (globals: Globals, catalog: Catalog | undefined, fix: bool
           }
         } else if (c.kind === "released" && drift !== undefined) {
           stuck.push(drifted(`waits for a host since ${Math.round((nowMs - c.updatedAt) / 1000)} s`))
-        } else if (c.kind === "released" && nowMs - c.updatedAt > 60_000) {
-          stuck.push(warn("stuck runs", `${c.runId} (${c.flowId}) waits for a host since ${Math.round((nowMs - c.updatedAt) / 1000)} s`, `no host serves flow ${c.flowId}?`))
+        } else if (c.kind === "released") {
+          // No live host for the flow, or only hosts with other code, is a problem at once; the age rule
+          // is for a run that a live host with its code serves but has not picked up.
+          const recorded = yield* recordedCode(c.runId)
+          const ageS = Math.round((nowMs - c.updatedAt) / 1000)
+          const verdict = Hosts.standing(services, c.flowId, recorded)
+          if (verdict._tag === "Unserved") {
+            stuck.push(warn("stuck runs", `${c.runId} (${c.flowId}) waits for a host: ${unservedText(c.flowId)}`, `start a host that serves flow ${c.flowId}`))
+          } else if (verdict._tag === "Drifted") {
+            stuck.push(warn(
+              "stuck runs",
+              `${c.runId} (${c.flowId}): waits for a host since ${ageS} s; ${liveDriftText(c.flowId, recorded, verdict.servers)}`,
+              liveDriftHint(c.runId, verdict.servers)
+            ))
+          } else if (nowMs - c.updatedAt > 60_000) {
+            stuck.push(warn(
+              "stuck runs",
+              `${c.runId} (${c.flowId}) waits for a host since ${ageS} s, although ${Hosts.describeServers(verdict.servers)} serves flow ${c.flowId} with its code`,
+              "is that host at capacity or stopping? its log says why it does not take the run"
+            ))
+          }
         } else if (c.kind === "orphaned-claim" && c.claim !== undefined) {
           const claim = c.claim
           const claimedAtMs = c.claimedAtMs ?? 0
@@ -230,21 +274,59 @@ export const doctor = (globals: Globals, catalog: Catalog | undefined, fix: bool
       findings.push(...(orphans.length === 0 ? [ok("orphaned claims", "none")] : orphans))
     }
 
-    // backlog
+    // backlog: resumes and signals waiting for a host, judged against the live hosts of their flows
     const backlog: Array<Finding> = []
+    const services = servicesSeen ?? (yield* Hosts.liveServices(nowMs, HostIdentity.ownerOf(host.identity)))
     const resumes = yield* runtime.pendingResumes.pipe(Effect.orElseSucceed(() => []))
-    const oldResumes = resumes.filter((r) => r.requestedAtMs < nowMs - staleAfterMs)
-    if (oldResumes.length > 0) {
-      backlog.push(warn("backlog", `${oldResumes.length} resume delegations older than 30 s (${oldResumes.map((r) => r.runId).slice(0, 5).join(", ")})`, "start a host for their flows"))
+    const waiting = (what: string, items: ReadonlyArray<{ readonly runId: string; readonly requestedAtMs?: number }>) =>
+      Effect.gen(function*() {
+        const unserved: Array<{ readonly runId: string; readonly flowId: string }> = []
+        const late: Array<{ readonly runId: string; readonly servers: ReadonlyArray<Hosts.Server> }> = []
+        for (const item of items) {
+          const summary = yield* runtime.getRun(item.runId).pipe(Effect.option)
+          if (summary._tag === "None") continue
+          const { flowId, executionDigest: recorded } = summary.value
+          const verdict = Hosts.standing(services, flowId, recorded)
+          if (verdict._tag === "Unserved") unserved.push({ runId: item.runId, flowId })
+          else if (verdict._tag === "Drifted") {
+            backlog.push(warn("backlog", `${item.runId} (${flowId}): ${what} waits; ${liveDriftText(flowId, recorded, verdict.servers)}`, liveDriftHint(item.runId, verdict.servers)))
+          } else if (item.requestedAtMs === undefined || item.requestedAtMs < nowMs - staleAfterMs) {
+            late.push({ runId: item.runId, servers: verdict.servers })
+          }
+        }
+        if (unserved.length > 0) {
+          const flows = [...new Set(unserved.map((u) => u.flowId))]
+          backlog.push(warn(
+            "backlog",
+            `${unserved.length} ${what}s wait for flows no live host serves (${unserved.slice(0, 5).map((u) => `${u.runId} (${u.flowId})`).join(", ")})`,
+            `start a host that serves ${flows.length === 1 ? "flow" : "flows"} ${flows.join(", ")}`
+          ))
+        }
+        return late
+      })
+    const lateResumes = yield* waiting("resume delegation", resumes)
+    if (lateResumes.length > 0) {
+      backlog.push(warn(
+        "backlog",
+        `${lateResumes.length} resume delegations older than 30 s (${lateResumes.slice(0, 5).map((r) => r.runId).join(", ")}), although live hosts serve their flows with their code (${
+          Hosts.describeServers([...new Map(lateResumes.flatMap((r) => r.servers).map((s) => [s.host + s.code, s])).values()])
+        })`,
+        "those hosts have not taken them up: at capacity or stopping? their logs say why"
+      ))
     }
     const signals = yield* runtime.signalCommands({ state: "pending", limit: 500 }).pipe(Effect.orElseSucceed(() => []))
-    const unowned: Array<string> = []
+    const unowned: Array<{ readonly runId: string }> = []
     for (const s of signals) {
       const summary = yield* runtime.getRun(s.runId).pipe(Effect.option)
-      if (summary._tag === "Some" && summary.value.ownerId === undefined) unowned.push(s.runId)
+      if (summary._tag === "Some" && summary.value.ownerId === undefined && !unowned.some((u) => u.runId === s.runId)) unowned.push({ runId: s.runId })
     }
-    if (unowned.length > 0) {
-      backlog.push(warn("backlog", `${unowned.length} pending signals for runs no process owns (${[...new Set(unowned)].slice(0, 5).join(", ")})`, "start a host for their flows"))
+    const lateSignals = yield* waiting("pending signal", unowned)
+    if (lateSignals.length > 0) {
+      backlog.push(warn(
+        "backlog",
+        `${lateSignals.length} runs no process owns have pending signals (${lateSignals.slice(0, 5).map((r) => r.runId).join(", ")}); live hosts serve their flows with their code`,
+        "a host delivers them on its next sweep; if they stay pending, check the hosts' logs"
+      ))
     }
     findings.push(...(backlog.length === 0 ? [ok("backlog", "no old delegations or undelivered signals")] : backlog))
     return findings
