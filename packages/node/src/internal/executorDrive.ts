@@ -17,6 +17,7 @@ import { durable, flushLossy, isFenceLoss, nodeSource } from "./executorJournal.
 import { StepMisuse } from "./executorMisuse.js"
 import { type DriveState, markEnd, register } from "./executorState.js"
 import { errorRecord, isLost, recordReserved } from "./executorStep.js"
+import { logFailure } from "./hostRaces.js"
 import type { DriveCause, EndReason, RunService } from "./executorTypes.js"
 
 /** What a drive needs from its host. */
@@ -83,8 +84,8 @@ export const release = (
   ))).pipe(
     Effect.as(true),
     Effect.catchAllCause((cause) =>
-      Effect.logWarning("could not release a run").pipe(
-        Effect.annotateLogs({ runId: state.run.runId, reason, cause: Cause.pretty(cause).slice(0, 500) }),
+      logFailure("release", state.run.runId, cause, { warning: "could not release a run" }).pipe(
+        Effect.annotateLogs({ reason }),
         Effect.as(false)
       )
     )
@@ -341,8 +342,7 @@ export const drive = (
     } satisfies DriveEnd
   }).pipe(
     Effect.catchAllCause((cause) =>
-      Effect.logWarning("drive ended early").pipe(
-        Effect.annotateLogs({ runId, cause: Cause.pretty(cause).slice(0, 1000) }),
+      logFailure("drive", runId, cause, { warning: "drive ended early", limit: 1000 }).pipe(
         Effect.as<DriveEnd>({ runId, reason: "lease-lost", released: false, lapsed: false })
       )
     )

@@ -7,6 +7,7 @@ import { Clock, Duration, Effect } from "effect"
 import * as HostIdentity from "../HostIdentity.js"
 import type { HostCore } from "./hostCore.js"
 import { skipsForDrift } from "./hostDrift.js"
+import { logFailure, logLostRace, settledElsewhere } from "./hostRaces.js"
 import { tokenDigest } from "./executorWaits.js"
 
 const staleAfterMs = Duration.toMillis(Consensus.heartbeatStaleAfter)
@@ -132,15 +133,17 @@ export const takeUp = (
     if (flow === undefined) return false
     if (!(yield* takeUpAllowed(core, summary, delegation))) return false
     if (yield* skipsForDrift(core, runId)) return false
-    yield* core.runtime.resume(runId, { scope: "any" })
+    const claimed = yield* core.runtime.resume(runId, { scope: "any" })
+    if (settledElsewhere(claimed)) {
+      yield* logLostRace("delegation take-up", runId, "settled")
+      return false
+    }
     const started = yield* core.startDrive(runId, summary.flowId, cause)
     if (started) yield* core.runtime.clearResume(runId, delegation.sequence)
     return started
   }).pipe(
-    Effect.catchAllCause((cause) =>
-      Effect.logDebug("delegation not taken up").pipe(
-        Effect.annotateLogs({ runId, cause: String(cause).slice(0, 300) }),
-        Effect.as(false)
-      )
+    Effect.annotateLogs({ runId }),
+    Effect.catchAllCause((failure) =>
+      Effect.as(logFailure("delegation take-up", runId, failure, { warning: "delegation not taken up", limit: 300 }), false)
     )
   )

@@ -12,6 +12,7 @@ import { nodeSource } from "./executorJournal.js"
 import { markEnd } from "./executorState.js"
 import type { HostCore } from "./hostCore.js"
 import { skipsForDrift } from "./hostDrift.js"
+import { logFailure, logLostRace, settledElsewhere } from "./hostRaces.js"
 import { deliverSignal, takeUp } from "./hostSignals.js"
 import * as LiveIncarnations from "./liveIncarnations.js"
 
@@ -25,14 +26,11 @@ export interface SweepMemory {
 export const makeMemory = (): SweepMemory => ({ cancelling: new Set() })
 
 const guarded = (what: string, runId: string, effect: Effect.Effect<unknown, unknown>): Effect.Effect<void> =>
-  effect.pipe(
+  // Whatever the step logs (a drift skip, a catalog load) names the run it was working on.
+  (runId === "" ? effect : Effect.annotateLogs(effect, { runId })).pipe(
     Effect.asVoid,
     Effect.catchAllCause((cause) =>
-      Cause.isInterruptedOnly(cause)
-        ? Effect.interrupt
-        : Effect.logWarning(`sweep: ${what} failed`).pipe(
-          Effect.annotateLogs({ runId, cause: Cause.pretty(cause).slice(0, 500) })
-        )
+      Cause.isInterruptedOnly(cause) ? Effect.interrupt : logFailure(`sweep: ${what}`, runId, cause)
     )
   )
 
@@ -72,9 +70,7 @@ const cancels = (core: HostCore, memory: SweepMemory) =>
         yield* Effect.forkDaemon(
           core.runtime.interrupt(entry.runId, cancelSettle(core.journal, entry.runId) as never).pipe(
             Effect.catchAllCause((cause) =>
-              Effect.logWarning("cancel settle failed").pipe(
-                Effect.annotateLogs({ runId: entry.runId, cause: Cause.pretty(cause).slice(0, 500) })
-              )
+              logFailure("cancel settle", entry.runId, cause, { warning: "cancel settle failed" })
             ),
             Effect.ensuring(Effect.sync(() => memory.cancelling.delete(entry.runId)))
           )
@@ -216,6 +212,7 @@ const claimCandidate = (
         if (yield* skipsForDrift(core, runId)) return
         const claimed = yield* Effect.either(core.runtime.resume(runId, { scope: "any" }))
         if (claimed._tag === "Left") return
+        if (settledElsewhere(claimed.right)) return yield* logLostRace("sweep: claim", runId, "settled")
         yield* core.startDrive(runId, candidate.flowId, "released")
         return
       }
@@ -228,6 +225,7 @@ const claimCandidate = (
         if (yield* skipsForDrift(core, runId)) return
         const claimed = yield* Effect.either(core.runtime.resume(runId, { scope: "any" }))
         if (claimed._tag === "Left") return
+        if (settledElsewhere(claimed.right)) return yield* logLostRace("sweep: takeover", runId, "settled")
         const nowMs = yield* Clock.currentTimeMillis
         const fence = yield* core.runtime.claimFence(runId)
         const owner = JSON.parse(fence) as OwnerId.OwnerId
