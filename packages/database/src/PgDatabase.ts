@@ -26,12 +26,28 @@ import { openPg } from "./internal/pgOpen.js"
  * - `connectTimeout`: for each new connection and the initial check, default 5 seconds.
  * - `lockTimeout`: how long one write transaction waits for an intention lock before
  *   failing `busy` (then replayed by the writer), default 10 seconds.
+ * - `statementTimeout`: the server cancels any one statement running longer
+ *   (`statement_timeout` of every session), default 15 seconds; longer than `lockTimeout`.
+ * - `idleInTransactionTimeout`: the server ends a session that sits idle inside a
+ *   transaction this long (`idle_in_transaction_session_timeout`), releasing its row and
+ *   intention locks, e.g. when its host went silent mid-write; default 10 seconds. A
+ *   write's body must not pause this long between statements.
+ * - `keepAliveInitialDelay`: TCP keepalive on every connection, first probe after this
+ *   much idle time, default 5 seconds.
  * - `applicationName`: reported to the server, default `"baton"`.
  * - `writer`: retry options of the layer's `DurableWriter`.
  *
+ * The session defaults stay below the 30 seconds after which a run's owner counts as
+ * stale, so the locks of a host that went silent are released before another host
+ * may take its runs over. Interrupting a write (e.g. `Effect.timeout`) whose statement
+ * gets no answer returns at once: the connection is destroyed rather than waited on,
+ * and the server rolls the transaction back.
+ *
  * Options of the wrong type or range (`maxConnections` not a positive safe integer,
- * `connectTimeout`/`lockTimeout` not a positive finite duration, a non-string
- * `applicationName` or `url`, bad `writer` options) fail the open, before any
+ * `connectTimeout` not a positive finite duration, `lockTimeout`, `statementTimeout`,
+ * `idleInTransactionTimeout` or `keepAliveInitialDelay` not a positive finite duration
+ * of at most 2147483647 milliseconds, `lockTimeout` not shorter than `statementTimeout`,
+ * a non-string `applicationName` or `url`, bad `writer` options) fail the open, before any
  * connection, with `invalid_url` (the closest reason of `DatabaseOpenReason`),
  * `target` the option's name and a message naming the option and the rule, e.g.
  * `PgDatabase option maxConnections: must be a positive safe integer (got -1)`.
@@ -46,6 +62,9 @@ export interface PgDatabaseOptions {
   readonly maxConnections?: number
   readonly connectTimeout?: Duration.DurationInput
   readonly lockTimeout?: Duration.DurationInput
+  readonly statementTimeout?: Duration.DurationInput
+  readonly idleInTransactionTimeout?: Duration.DurationInput
+  readonly keepAliveInitialDelay?: Duration.DurationInput
   readonly applicationName?: string
   readonly writer?: DurableWriter.WriteRetryOptions
 }

@@ -27,6 +27,28 @@ describe.skipIf(url === undefined)("PgDatabase option validation", () => {
     ["lockTimeout -5", { lockTimeout: -5 }, "lockTimeout: must be a positive finite duration (got -5)"],
     ["lockTimeout infinite", { lockTimeout: "Infinity" }, "lockTimeout: must be a positive finite duration"],
     ["connectTimeout 0", { connectTimeout: 0 }, "connectTimeout: must be a positive finite duration (got 0)"],
+    ["statementTimeout 0", { statementTimeout: 0 }, "statementTimeout: must be a positive finite duration (got 0)"],
+    [
+      "idleInTransactionTimeout -1",
+      { idleInTransactionTimeout: -1 },
+      "idleInTransactionTimeout: must be a positive finite duration (got -1)"
+    ],
+    ["keepAliveInitialDelay soon", { keepAliveInitialDelay: "soon" }, "keepAliveInitialDelay: must be a positive finite duration"],
+    [
+      "statementTimeout thirty days",
+      { statementTimeout: "30 days" },
+      "statementTimeout: must be at most 2147483647 milliseconds (got \"30 days\")"
+    ],
+    [
+      "lockTimeout past statementTimeout",
+      { lockTimeout: "20 seconds" },
+      "lockTimeout: must be shorter than statementTimeout (15 seconds by default)"
+    ],
+    [
+      "statementTimeout under lockTimeout",
+      { statementTimeout: "5 seconds" },
+      "statementTimeout: must be longer than lockTimeout (10 seconds by default)"
+    ],
     ["applicationName number", { applicationName: 7 }, "applicationName: must be a string (got 7)"],
     ["writer.maxAttempts -1", { writer: { maxAttempts: -1 } }, "writer.maxAttempts: must be a positive safe integer"],
     [

@@ -9,9 +9,11 @@
 import type * as SqlClient from "@effect/sql/SqlClient"
 import type { Connection } from "@effect/sql/SqlConnection"
 import type { SqlError } from "@effect/sql/SqlError"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as FiberRef from "effect/FiberRef"
 import * as ClientInfo from "./clientInfo.js"
+import * as PgConnection from "./pgConnection.js"
 import * as TransactionDriver from "./transactionDriver.js"
 
 /** `$1` = schema, or NULL for the connection's `current_schema()`. @internal */
@@ -31,6 +33,8 @@ export interface PgTransactionOptions {
   readonly schema: string | undefined
   /** `SET LOCAL lock_timeout` for read-write transactions, in milliseconds. */
   readonly lockTimeoutMs: number
+  /** The sessions' `statement_timeout`, in milliseconds: no healthy answer takes longer. */
+  readonly statementTimeoutMs: number
   readonly readOnly: boolean
 }
 
@@ -103,8 +107,10 @@ export const begin = (conn: Connection, options: PgTransactionOptions): Effect.E
 
 /**
  * The PostgreSQL driver of 6.8 for `PgDatabase` clients: `begin` above, a plain
- * `ROLLBACK` (it also clears a transaction aborted by a lock timeout during `BEGIN`).
- * `onBrokenConnection` lets the layer drop a connection whose rollback failed.
+ * `ROLLBACK` (it also clears a transaction aborted by a lock timeout during `BEGIN`),
+ * on connections guarded so that an interruption destroys the connection rather
+ * than waiting on it (see `pgConnection.ts`). `onBrokenConnection` lets the layer
+ * drop a connection whose rollback failed.
  *
  * @internal
  */
@@ -112,8 +118,15 @@ export const driver = (
   options: PgTransactionOptions,
   onBrokenConnection?: (conn: Connection, error: SqlError) => Effect.Effect<void>
 ): TransactionDriver.Driver => ({
-  begin: (conn) => begin(conn, options),
-  rollback: (conn) => TransactionDriver.exec(conn, "ROLLBACK"),
+  begin: (conn) => PgConnection.begin(conn, begin(conn, options)),
+  rollback: (conn) => PgConnection.rollback(conn, TransactionDriver.exec(conn, "ROLLBACK")),
+  rollbackSavepoint: (conn, id) =>
+    PgConnection.rollbackSavepoint(
+      conn,
+      TransactionDriver.exec(conn, `ROLLBACK TO SAVEPOINT effect_sql_${id}`),
+      Duration.millis(options.statementTimeoutMs + 1000)
+    ),
+  connection: PgConnection.guard,
   onBrokenConnection
 })
 

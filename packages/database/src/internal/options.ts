@@ -113,13 +113,60 @@ export const sqliteProblem = (options: Record<string, unknown>): Problem | undef
     writerProblem(options["writer"], "writer.")
   )
 
+/**
+ * Defaults of the PostgreSQL session timeouts. All stay well below the 30 s after
+ * which a run's heartbeat counts as stale, so a session whose host went silent is
+ * gone, with its locks, before another host may take the run over.
+ */
+export const pgDefaults = {
+  lockTimeout: Duration.seconds(10),
+  statementTimeout: Duration.seconds(15),
+  idleInTransactionTimeout: Duration.seconds(10),
+  keepAliveInitialDelay: Duration.seconds(5)
+} as const
+
+/** PostgreSQL keeps these settings as a 32-bit count of milliseconds. */
+const maxSettingMs = 2_147_483_647
+
+/** Optional positive finite duration that PostgreSQL can hold as a millisecond setting. */
+const settingDuration = (option: string, value: unknown): Problem | undefined => {
+  const invalid = duration(option, value, true)
+  if (invalid !== undefined || value === undefined) return invalid
+  return Duration.toMillis(Duration.decode(value as Duration.DurationInput)) > maxSettingMs
+    ? problem(option, `must be at most ${maxSettingMs} milliseconds`, value)
+    : undefined
+}
+
+const ms = (value: unknown, fallback: Duration.Duration): number =>
+  Duration.toMillis(value === undefined ? fallback : Duration.decode(value as Duration.DurationInput))
+
+/**
+ * A lock wait must end by `lockTimeout` (failing `busy`, which the writer replays)
+ * before `statementTimeout` cancels the whole statement.
+ */
+const lockBeforeStatement = (options: Record<string, unknown>): Problem | undefined => {
+  const lock = ms(options["lockTimeout"], pgDefaults.lockTimeout)
+  const statement = ms(options["statementTimeout"], pgDefaults.statementTimeout)
+  if (lock < statement) return undefined
+  if (options["statementTimeout"] === undefined) {
+    return problem("lockTimeout", "must be shorter than statementTimeout (15 seconds by default)", options["lockTimeout"])
+  }
+  const rule = options["lockTimeout"] === undefined
+    ? "must be longer than lockTimeout (10 seconds by default)"
+    : "must be longer than lockTimeout"
+  return problem("statementTimeout", rule, options["statementTimeout"])
+}
+
 /** `PgDatabaseOptions` other than `url` and `schema` (checked by their own admission). */
 export const pgProblem = (options: Record<string, unknown>): Problem | undefined =>
   first(
     boolean("readOnly", options["readOnly"]),
     positiveInteger("maxConnections", options["maxConnections"]),
     duration("connectTimeout", options["connectTimeout"], true),
-    duration("lockTimeout", options["lockTimeout"], true),
+    settingDuration("lockTimeout", options["lockTimeout"]),
+    settingDuration("statementTimeout", options["statementTimeout"]),
+    settingDuration("idleInTransactionTimeout", options["idleInTransactionTimeout"]),
+    settingDuration("keepAliveInitialDelay", options["keepAliveInitialDelay"]),
     string("applicationName", options["applicationName"]),
     writerProblem(options["writer"], "writer.")
-  )
+  ) ?? lockBeforeStatement(options)

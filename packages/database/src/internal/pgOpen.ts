@@ -18,6 +18,7 @@ import { table as ledgerTable } from "../Migrations.js"
 import * as IntentionLocks from "./intentionLocks.js"
 import * as JsonValid from "./pgJsonValid.js"
 import * as Options from "./options.js"
+import * as PgConnection from "./pgConnection.js"
 import { checkConnection, makePool } from "./pgPool.js"
 import { invalidSchemaMessage, isRefusal, parsePgUrl, type PgTarget, schemaPattern } from "./pgUrl.js"
 
@@ -29,6 +30,9 @@ export interface OpenOptions {
   readonly maxConnections?: number
   readonly connectTimeout?: Duration.DurationInput
   readonly lockTimeout?: Duration.DurationInput
+  readonly statementTimeout?: Duration.DurationInput
+  readonly idleInTransactionTimeout?: Duration.DurationInput
+  readonly keepAliveInitialDelay?: Duration.DurationInput
   readonly applicationName?: string
 }
 
@@ -67,6 +71,9 @@ export interface Admitted {
   readonly maxConnections: number
   readonly connectTimeoutMs: number
   readonly lockTimeoutMs: number
+  readonly statementTimeoutMs: number
+  readonly idleInTransactionTimeoutMs: number
+  readonly keepAliveInitialDelayMs: number
   readonly applicationName: string
 }
 
@@ -101,20 +108,19 @@ export const admit = (options: OpenOptions): Effect.Effect<Admitted, DatabaseOpe
       readOnly: options.readOnly ?? false,
       maxConnections: positiveInt(options.maxConnections, 10),
       connectTimeoutMs: Math.max(1, millis(options.connectTimeout, Duration.seconds(5))),
-      lockTimeoutMs: millis(options.lockTimeout, Duration.seconds(10)),
+      lockTimeoutMs: millis(options.lockTimeout, Options.pgDefaults.lockTimeout),
+      statementTimeoutMs: millis(options.statementTimeout, Options.pgDefaults.statementTimeout),
+      idleInTransactionTimeoutMs: millis(options.idleInTransactionTimeout, Options.pgDefaults.idleInTransactionTimeout),
+      keepAliveInitialDelayMs: millis(options.keepAliveInitialDelay, Options.pgDefaults.keepAliveInitialDelay),
       applicationName: options.applicationName ?? "baton"
     }
   })
 
 /**
  * A connection whose `COMMIT` and follow-up `ROLLBACK` both failed is unusable:
- * ending its node-postgres client makes the pool drop it on release.
+ * destroying it makes the pool drop it on release.
  */
-const dropConnection = (conn: Connection): Effect.Effect<void> =>
-  Effect.sync(() => {
-    const client = (conn as { readonly pg?: { end?: () => Promise<void> } }).pg
-    client?.end?.().catch(() => undefined)
-  })
+const dropConnection = (conn: Connection): Effect.Effect<void> => PgConnection.destroy(conn)
 
 const schemaExists = (sql: SqlClient.SqlClient, schema: string) =>
   Effect.map(
@@ -187,7 +193,10 @@ export const openPg = (options: OpenOptions): Effect.Effect<SqlClient.SqlClient,
       readOnly: admitted.readOnly,
       maxConnections: admitted.maxConnections,
       connectTimeout,
-      applicationName: admitted.applicationName
+      applicationName: admitted.applicationName,
+      statementTimeoutMs: admitted.statementTimeoutMs,
+      idleInTransactionTimeoutMs: admitted.idleInTransactionTimeoutMs,
+      keepAliveInitialDelayMs: admitted.keepAliveInitialDelayMs
     })
     yield* checkConnection(pool, admitted.target, connectTimeout)
     const sql = yield* PgClient.fromPool({ acquire: Effect.succeed(pool) }).pipe(
@@ -197,6 +206,7 @@ export const openPg = (options: OpenOptions): Effect.Effect<SqlClient.SqlClient,
     IntentionLocks.installPg(sql, {
       schema: admitted.schema,
       lockTimeoutMs: admitted.lockTimeoutMs,
+      statementTimeoutMs: admitted.statementTimeoutMs,
       readOnly: admitted.readOnly
     }, dropConnection)
     yield* prepareSchema(sql, admitted)

@@ -18,6 +18,12 @@ export interface PoolOptions {
   readonly maxConnections: number
   readonly connectTimeout: Duration.Duration
   readonly applicationName: string
+  /** Server-side `statement_timeout` of every session, in milliseconds. */
+  readonly statementTimeoutMs: number
+  /** Server-side `idle_in_transaction_session_timeout` of every session, in milliseconds. */
+  readonly idleInTransactionTimeoutMs: number
+  /** Idle time before the first TCP keepalive probe, in milliseconds. */
+  readonly keepAliveInitialDelayMs: number
 }
 
 const int8Oid = 20
@@ -62,6 +68,13 @@ export const makePool = (options: PoolOptions): Effect.Effect<Pg.Pool, never, Sc
         connectionTimeoutMillis: Math.max(1, Math.ceil(Duration.toMillis(options.connectTimeout))),
         application_name: options.applicationName,
         options: startupOptions(options.schema, options.readOnly, options.target.startupOptions),
+        // Sent as startup parameters, so every session has them from its first statement:
+        // a session whose client went silent mid-transaction ends on the server and
+        // releases its row and intention locks, instead of holding them for hours.
+        statement_timeout: options.statementTimeoutMs,
+        idle_in_transaction_session_timeout: options.idleInTransactionTimeoutMs,
+        keepAlive: true,
+        keepAliveInitialDelayMillis: options.keepAliveInitialDelayMs,
         types
       })
       // An idle client's socket error must not crash the process; the pool drops it.

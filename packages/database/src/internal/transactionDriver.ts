@@ -39,6 +39,10 @@ export interface Driver {
    * connection is unusable. Defaults to nothing.
    */
   readonly onBrokenConnection?: ((conn: Connection, error: SqlError) => Effect.Effect<void>) | undefined
+  /** Wrap each connection a transaction reserves (every statement of it runs through the wrapper). */
+  readonly connection?: ((conn: Connection) => Effect.Effect<Connection>) | undefined
+  /** Roll back to a savepoint; defaults to `ROLLBACK TO SAVEPOINT`. */
+  readonly rollbackSavepoint?: ((conn: Connection, id: number) => Effect.Effect<void, SqlError>) | undefined
 }
 
 /** Run one statement without parameters on the transaction's connection. @internal */
@@ -52,12 +56,19 @@ export const exec = (conn: Connection, sql: string, params: ReadonlyArray<unknow
  * @internal
  */
 export const install = (client: SqlClient.SqlClient, driver: Driver): void => {
+  const wrap = driver.connection ?? Effect.succeed
+  const rollbackSavepoint = driver.rollbackSavepoint ??
+    ((conn: Connection, id: number) => exec(conn, `ROLLBACK TO SAVEPOINT effect_sql_${id}`))
   const withTransaction = SqlClient.makeWithTransaction({
     transactionTag: SqlClient.TransactionConnection,
     spanAttributes: [],
     acquireConnection: Effect.flatMap(
       Scope.make(),
-      (scope) => Effect.map(Scope.extend(client.reserve, scope), (conn) => [scope, conn] as const)
+      (scope) =>
+        Effect.flatMap(
+          Scope.extend(client.reserve, scope),
+          (conn) => Effect.map(wrap(conn), (wrapped) => [scope, wrapped] as const)
+        )
     ),
     begin: driver.begin,
     savepoint: (conn, id) => exec(conn, `SAVEPOINT effect_sql_${id}`),
@@ -72,7 +83,7 @@ export const install = (client: SqlClient.SqlClient, driver: Driver): void => {
         )
       ),
     rollback: driver.rollback,
-    rollbackSavepoint: (conn, id) => exec(conn, `ROLLBACK TO SAVEPOINT effect_sql_${id}`)
+    rollbackSavepoint
   })
   ;(client as { withTransaction: SqlClient.SqlClient["withTransaction"] }).withTransaction = withTransaction
 }
