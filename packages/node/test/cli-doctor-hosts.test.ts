@@ -80,6 +80,17 @@ describe("baton doctor and live hosts", () => {
         expect(backlog[0]!.hint).toMatch(new RegExp(`^baton resume ${r1} --allow-code-drift --config <the catalog of \\S+:\\d+>$`))
         expect(doctor.stdout).not.toContain("start a host")
       }
+
+      // A version-1 run launched now waits for a host the same way: the live host skips it.
+      const r3 = await runVerbs(own).launch("wait-approval", "plan-3")
+      const doctor = await baton("doctor", "--db", db, "--json")
+      const stuck = checksOf(doctor.stdout).filter((c) => c.check === "stuck runs")
+      expect(stuck).toHaveLength(1)
+      expect(stuck[0]!.level).toBe("WARN")
+      expect(stuck[0]!.message).toMatch(new RegExp(
+        `^${r3} \\(wait-approval\\): waits for a host since \\d+ s; code drift: it recorded 1, and the live hosts serving flow wait-approval run other code \\(\\S+:\\d+ \\(code 2\\)\\)`
+      ))
+      expect(stuck[0]!.hint).toMatch(new RegExp(`^baton resume ${r3} --allow-code-drift --config <the catalog of \\S+:\\d+>$`))
     } finally {
       host.kill("SIGTERM")
       await done
