@@ -662,7 +662,7 @@ export interface SignalOptions {
 
 /**
  * The signal command a `signal` call with idempotency key `key` admitted. Control names a command by its
- * mutation key, `signal:actor:<actor digest>:<key>` (control.md, keys); the CLI matches the key part, its
+ * mutation key, `signal:actor:<actor digest>:<key>`; the CLI matches the key part, its
  * own (a fresh random one unless `--key` was given).
  */
 const commandOf = (runId: string, name: string, key: string) =>
