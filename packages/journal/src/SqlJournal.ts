@@ -19,7 +19,7 @@ import * as JournalEvent from "./JournalEvent.js"
 import type { OwnerId } from "./OwnerId.js"
 import type * as Redaction from "./Redaction.js"
 import * as SqlConsensus from "./SqlConsensus.js"
-import { admit, admitOwner, encodeJson } from "./internal/admission.js"
+import { admit, admitClock, admitOwner, encodeJson } from "./internal/admission.js"
 import { appendLocked } from "./internal/append.js"
 import { decodeCheckpoint, makeCheckpointStore } from "./internal/checkpoints.js"
 import * as Errors from "./internal/errors.js"
@@ -326,7 +326,7 @@ export const make = (
         const seq = yield* field(decodeSeq, options.seq, "options.seq")
         // Executable state is stored verbatim: encoded, never redacted.
         const stateJson = yield* encodeJson(options.state, "options.state", undefined)
-        const nowMs = yield* now
+        const nowMs = yield* admitClock(yield* now)
         return yield* fencedWrite(
           "checkpoint",
           runId,
@@ -346,12 +346,12 @@ export const make = (
                 Errors.withFloor("checkpoint_invalid", `seq ${seq} is at or below the compaction floor ${floor}`, floor)
               )
             }
-            yield* checkpoints.upsert(runId, seq, stateJson, Math.floor(nowMs))
+            yield* checkpoints.upsert(runId, seq, stateJson, nowMs)
             const stored: Journal.Checkpoint = {
               runId,
               seq,
               state: JSON.parse(stateJson) as unknown,
-              createdAtMs: Math.floor(nowMs),
+              createdAtMs: nowMs,
               compactedAtMs: null
             }
             return stored
@@ -373,7 +373,7 @@ export const make = (
         yield* ifOpen("compact")
         const runId = yield* field(decodeRunId, options?.runId, "options.runId")
         const upTo = options.upTo === undefined ? undefined : yield* field(decodeSeq, options.upTo, "options.upTo")
-        const nowMs = Math.floor(yield* now)
+        const nowMs = yield* admitClock(yield* now)
         return yield* fencedWrite(
           "compact",
           runId,

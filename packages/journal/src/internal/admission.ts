@@ -1,6 +1,6 @@
 /**
- * The admission pipeline (journal.md 5.1), shared by both channels: decode the
- * input, redact payload and meta, encode canonically, check the size bound.
+ * The admission pipeline, shared by every channel: decode the input, redact
+ * payload and meta, encode canonically, check the size bound, admit the clock.
  * A refused admission writes nothing and consumes no seq.
  *
  * @internal
@@ -14,6 +14,7 @@ import { encode } from "./canonical.js"
 import { invalid } from "./errors.js"
 import { decodeField } from "./parse.js"
 import { plainProblem } from "./plain.js"
+import { maxStoredInt } from "./text.js"
 
 /** An admitted emit: validated ids, canonical JSON, content key for identity checks. */
 export interface Admitted {
@@ -75,6 +76,20 @@ export const encodeJson = (
   return Either.mapLeft(encode(redacted), (reason) => invalid(field, reason))
 }
 
+/**
+ * A `Clock` reading as a stored time: floored to whole milliseconds and within
+ * what the time columns hold (`0..Number.MAX_SAFE_INTEGER`, their CHECK
+ * constraints). Checked before anything is queued or written, so a reading the
+ * store would refuse is `invalid_event` on every channel instead of a failed
+ * or lost write. The message never quotes the reading.
+ */
+export const admitClock = (nowMs: number): Either.Either<number, JournalError> => {
+  const ms = Math.floor(nowMs)
+  return Number.isSafeInteger(ms) && ms >= 0 && ms <= maxStoredInt
+    ? Either.right(ms)
+    : Either.left(invalid("clock", `the Clock reading must be epoch milliseconds in 0..${maxStoredInt}`))
+}
+
 export interface AdmissionOptions {
   readonly redactor: Redaction.Redactor
   readonly maxEntryBytes: number | undefined
@@ -100,6 +115,7 @@ export const admit = (
         )
       }
     }
+    const emittedAtMs = yield* admitClock(nowMs)
     return {
       runId: decoded.runId,
       sourceId: decoded.sourceId,
@@ -108,6 +124,6 @@ export const admit = (
       eventType: decoded.eventType,
       payloadJson,
       metaJson,
-      emittedAtMs: Math.floor(nowMs)
+      emittedAtMs
     }
   })

@@ -24,6 +24,9 @@ export const textProblem = (text: string): "NUL" | "unpaired surrogate" | undefi
   return undefined
 }
 
+/** Largest integer an integer column holds (the migrations' CHECK bound). */
+export const maxStoredInt = Number.MAX_SAFE_INTEGER
+
 /** Largest sequence value a row may hold (`Number.MAX_SAFE_INTEGER - 1`). */
 export const maxSeq = Number.MAX_SAFE_INTEGER - 1
 

@@ -11,7 +11,7 @@ import * as Journal from "@baton/journal/Journal"
 import type { SqlJournalOptions } from "@baton/journal/SqlJournal"
 import type * as SqlClient from "@effect/sql/SqlClient"
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, type Layer, type Scope } from "effect"
+import { Effect, type Layer, type Scope, TestClock } from "effect"
 import { A, count, own, rows } from "./owners.js"
 
 type Env = Journal.Journal | Consensus | DurableWriter | SqlClient.SqlClient
@@ -160,6 +160,36 @@ export const admissionContract = (
         expect(error.code).toBe("invalid_event")
         expect(error.message).toContain("options.state.a[1]:")
         expect(yield* count("flows_journal_checkpoints")).toBe(0)
+      }))
+
+    test("a Clock reading outside what the store holds is invalid_event on every channel, nothing queued or written", (journal) =>
+      Effect.gen(function*() {
+        yield* own("r", A)
+        for (const reading of [-1, -0.5, Number.MAX_SAFE_INTEGER + 1]) {
+          yield* TestClock.setTime(reading)
+          const refusals = [
+            yield* Effect.flip(journal.emitDurableUnfenced(ev({ ok: 1 }))),
+            yield* Effect.flip(journal.emitDurable(ev({ ok: 1 }), A)),
+            yield* Effect.flip(journal.emitLossy(ev({ ok: 1 }))),
+            yield* Effect.flip(journal.checkpoint({ runId: "r", seq: 0, state: {} }, A)),
+            yield* Effect.flip(journal.compact({ runId: "r" }, A))
+          ]
+          for (const error of refusals) {
+            expect(error.code, error.message).toBe("invalid_event")
+            expect(error.field).toBe("clock")
+            expect(error.message).toContain("0..9007199254740991")
+            expect(error.message).not.toContain(String(reading))
+          }
+        }
+        expect(yield* count("flows_journal_checkpoints")).toBe(0)
+        yield* TestClock.setTime(0)
+        yield* nothingConsumed(journal)
+        // The admitted range is exactly what the columns hold: its top is stored and read back.
+        yield* TestClock.setTime(Number.MAX_SAFE_INTEGER)
+        yield* journal.emitLossy(ev({ ok: 2 }))
+        yield* journal.flush
+        const page = yield* journal.entries({ runId: "r", after: 1, limit: 10 })
+        expect(page.entries.map((entry) => entry.emittedAtMs)).toEqual([Number.MAX_SAFE_INTEGER])
       }))
 
     test("checkpoint state must be plain JSON too", (journal) =>
