@@ -219,9 +219,11 @@ export class JournalError extends Schema.TaggedError<JournalError>()("@baton/jou
  * - `emitDurable` (fenced by `owner`) / `emitDurableUnfenced`: commit before
  *   returning; `Accepted { seq }` or `Duplicate { seq, status: "committed" }`.
  * - `emitLossy`: queue for the writer fiber; `Accepted` (no seq), `Duplicate`
- *   or `Dropped`; `queue_overflow` under `reject`.
+ *   or `Dropped`; `queue_overflow` under `reject`; `sink_failed` once the
+ *   writer fiber has stopped (a defect killed it).
  * - `flush`: wait until every lossy entry queued before it is committed or lost.
- *   Never call it inside `transact` or an open write transaction.
+ *   Fails with an unreported loss, or `sink_failed` for good once the writer
+ *   has stopped. Never call it inside `transact` or an open write transaction.
  * - `transact`: `DurableWriter.write(effect, options)`; nested journal writes
  *   join it; publication follows the outermost commit. `savepoint: false` joins
  *   an enclosing write without a savepoint (`DurableWriter.WriteOptions`).

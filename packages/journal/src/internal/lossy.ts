@@ -1,18 +1,20 @@
 /**
- * The lossy channel (journal.md 5.5): a bounded in-process queue drained by one
+ * The lossy channel: a bounded in-process queue drained by one
  * writer fiber, 1..batchSize entries per `DurableWriter.write`, plus `flush`
  * and once-only loss reporting.
  *
  * Capacity counts entries not yet inside a writer transaction; an entry the
  * writer picked but whose transaction has not begun can still be evicted
  * (`drop-oldest`) and is then skipped, so at most `capacity + batchSize`
- * entries are ever held.
+ * entries are ever held. Once the writer fiber ends (a defect kills it), the
+ * channel is stopped: queued entries are lost and every later offer or flush
+ * fails `sink_failed`.
  *
  * @internal
  */
 import type { DatabaseError, Service as WriterService } from "@baton/database/DurableWriter"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Deferred, Effect, Queue } from "effect"
+import { type Cause, Deferred, Effect, Exit, Queue } from "effect"
 import type { EmitReceipt, JournalError, OverflowPolicy } from "../Journal.js"
 import { isCompanionRunId, type SourceSeq } from "../JournalEvent.js"
 import type { Admitted } from "./admission.js"
@@ -50,6 +52,9 @@ export const makeLossy = (options: LossyOptions) => {
   let enqueued = 0
   let done = 0
   let unreported: JournalError | undefined
+  // Set once the writer fiber has ended (a defect, an interruption): nothing would drain the queue again.
+  let stopped: JournalError | undefined
+  let writing: ReadonlyArray<Item> = []
   const waiters: Array<{ readonly target: number; readonly deferred: Deferred.Deferred<void, JournalError> }> = []
 
   const remove = (item: Item): void => {
@@ -64,6 +69,7 @@ export const makeLossy = (options: LossyOptions) => {
     contentKey: string
   ): Effect.Effect<EmitReceipt, JournalError> =>
     Effect.suspend((): Effect.Effect<EmitReceipt, JournalError> => {
+      if (stopped !== undefined) return Effect.fail(stopped)
       const sourceSeq = admitted.sourceSeq as SourceSeq
       let evicted = 0
       if (queue.length >= options.capacity) {
@@ -120,6 +126,7 @@ export const makeLossy = (options: LossyOptions) => {
 
   /** Wait until every entry queued before this call is committed or lost. */
   const flush: Effect.Effect<void, JournalError> = Effect.suspend(() => {
+    if (stopped !== undefined) return Effect.fail(stopped)
     const target = enqueued
     if (done >= target) return takeUnreported()
     return Effect.gen(function*() {
@@ -196,21 +203,55 @@ export const makeLossy = (options: LossyOptions) => {
       yield* advance(Math.max(...batch.map((item) => item.ticket)))
     })
 
-  /** The writer fiber's loop: drain, then sleep until the next offer. */
-  const run: Effect.Effect<never> = Effect.forever(
-    Effect.gen(function*() {
-      yield* Queue.take(wake)
-      while (queue.length > 0) {
-        yield* writeBatch(queue.slice(0, options.batchSize))
-      }
-    })
-  )
-
-  /** Fail every waiting flush (close). */
+  /** Fail every waiting flush (close, or the writer stopped). */
   const abandon = (error: JournalError): Effect.Effect<void> =>
     Effect.forEach(waiters.splice(0, waiters.length), (waiter) => Deferred.fail(waiter.deferred, error), {
       discard: true
     })
+
+  /**
+   * The writer has ended: every queued or in-flight entry is lost, pending and
+   * later flushes and offers fail with `sink_failed`, followers are told.
+   */
+  const stop = (cause: Cause.Cause<unknown>): Effect.Effect<void> =>
+    Effect.suspend(() => {
+      if (stopped !== undefined) return Effect.void
+      const lost = [...new Set([...writing, ...queue])].filter((item) => item.state !== "evicted")
+      queue.length = 0
+      writing = []
+      for (const item of lost) options.cache.settlePending(item.eventId, item.admitted.runId, item.admitted.sourceId)
+      const error = sinkFailed(
+        `the lossy writer stopped (${lost.length} queued entr${lost.length === 1 ? "y" : "ies"} lost); ` +
+          "the lossy channel accepts no more entries",
+        cause
+      )
+      stopped = error
+      unreported = undefined
+      return Effect.zipRight(
+        lost.length > 0 ? options.failFollowers(error) : Effect.void,
+        abandon(error)
+      )
+    })
+
+  /**
+   * The writer fiber's loop: drain, then sleep until the next offer. It never
+   * fails; however it ends (a defect included), `stop` settles every waiter,
+   * since the journal's close flushes and would otherwise wait forever.
+   */
+  const run: Effect.Effect<void> = Effect.forever(
+    Effect.gen(function*() {
+      yield* Queue.take(wake)
+      while (queue.length > 0) {
+        writing = queue.slice(0, options.batchSize)
+        yield* writeBatch(writing)
+        writing = []
+      }
+    })
+  ).pipe(
+    Effect.onExit((exit) => Exit.isFailure(exit) ? stop(exit.cause) : Effect.void),
+    // The death is reported through flush; the fiber's own exit has no reader.
+    Effect.catchAllCause(() => Effect.void)
+  )
 
   return { offer, flush, run, abandon } as const
 }
