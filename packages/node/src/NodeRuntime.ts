@@ -46,7 +46,10 @@ export type Options = RuntimeOptions
 /**
  * PostgreSQL options: `url` (default Config `DATABASE_URL`), `schema` (default `"baton"`),
  * `maxConnections` (a positive safe integer), `clockSync` (re-anchor period of the database clock;
- * default 15 s, at least 1 s). Bad values fail `invalid_options` naming the option before the pool opens.
+ * default 15 s, at least 1 s), and the session settings of `PgDatabase.layer`: `statementTimeout`
+ * (default 15 s), `idleInTransactionTimeout` (default 10 s; the server ends a session idle inside a
+ * transaction this long, releasing its locks when its host went silent) and `keepAliveInitialDelay`
+ * (TCP keepalive, default 5 s). Bad values fail `invalid_options` naming the option before the pool opens.
  *
  * @since 0.1.0
  * @category models
@@ -56,7 +59,22 @@ export interface PgOptions extends Omit<Options, "filename"> {
   readonly schema?: string
   readonly maxConnections?: number
   readonly clockSync?: Duration.DurationInput
+  readonly statementTimeout?: Duration.DurationInput
+  readonly idleInTransactionTimeout?: Duration.DurationInput
+  readonly keepAliveInitialDelay?: Duration.DurationInput
 }
+
+/** The session options `PgDatabase.layer` checks; its refusal of one is NodeRuntime's `invalid_options`. */
+const sessionOptions: ReadonlyArray<string> = ["statementTimeout", "idleInTransactionTimeout", "keepAliveInitialDelay"]
+
+const asInvalidOptions = (error: DatabaseOpenError.DatabaseOpenError): BuildError =>
+  error.reason === "invalid_url" && sessionOptions.includes(error.target)
+    ? new RuntimeError({
+      reason: "invalid_options",
+      field: error.target,
+      message: error.message.replace(/^PgDatabase option /, "")
+    })
+    : error
 
 /**
  * What the runtime layer provides.
@@ -176,8 +194,13 @@ export const layerPg = (options: PgOptions = {}): Layer.Layer<Provided, BuildErr
       ...(options.schema === undefined ? {} : { schema: options.schema }),
       ...(options.readOnly === undefined ? {} : { readOnly: options.readOnly }),
       ...(options.maxConnections === undefined ? {} : { maxConnections: options.maxConnections }),
+      ...(options.statementTimeout === undefined ? {} : { statementTimeout: options.statementTimeout }),
+      ...(options.idleInTransactionTimeout === undefined
+        ? {}
+        : { idleInTransactionTimeout: options.idleInTransactionTimeout }),
+      ...(options.keepAliveInitialDelay === undefined ? {} : { keepAliveInitialDelay: options.keepAliveInitialDelay }),
       ...(options.writer === undefined ? {} : { writer: options.writer })
-    }),
+    }).pipe(Layer.mapError(asInvalidOptions)),
     PgDatabase.layerClock({ resync: options.clockSync ?? Duration.seconds(15) })
   ) as Layer.Layer<Provided, BuildError>
 
