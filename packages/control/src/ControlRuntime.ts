@@ -358,7 +358,9 @@ export interface HostCandidatePage {
 }
 
 /**
- * A keyset cursor of the runs listing: the last returned `row_seq` and run id.
+ * A keyset cursor of the runs listing: the last returned `row_seq` and run id. `queryRuns` checks it
+ * against the rows (one primary-key lookup): a cursor naming no run, or a run at another `row_seq`, is
+ * forged (or its run was deleted since) and fails `InvalidInput`.
  *
  * @since 0.1.0
  * @category models
@@ -435,7 +437,8 @@ export interface IdPage {
 }
 
 /**
- * A plan listing query (limit 1..500).
+ * A plan listing query (limit 1..500). `after` is a `next` a page answered: a plan `row_seq`; one naming
+ * no plan row fails `InvalidInput` (plans are never deleted, so it was forged).
  *
  * @since 0.1.0
  * @category models
@@ -479,7 +482,12 @@ export type OwnershipError = RunNotFound | ClaimLost | PersistenceError
  * `PersistenceError` naming the step. What a call stores is admitted first — plan input and budget,
  * steer messages, signal payloads and principals, park requests, ids of steers and signals: a value
  * both dialects cannot store (U+0000, an unpaired surrogate, a non-finite number) or that does not
- * decode fails `InvalidInput` naming the field and the rule, and nothing is written.
+ * decode fails `InvalidInput` naming the field and the rule, and nothing is written. A stored value
+ * that does not decode fails `PersistenceError` with operation `decode <table.column>` and a message
+ * naming the row's key, the member path and the rule, never the value; `queryRuns` instead lists such
+ * a run (and a foreign one, whose state is neither a control summary nor engine state) flagged
+ * `readable: false` with that `issue`, and `getRun` answers a foreign run the same way. A run's status
+ * is its row's when its stored summary is out of step (a run settled through the run store).
  *
  * @since 0.1.0
  * @category models

@@ -351,7 +351,10 @@ export const CodeDriftView = Schema.Struct({
 export type CodeDriftView = typeof CodeDriftView.Type
 
 /**
- * The control projection of one run. `ownerId` and `parkedBy` are fence JSON strings.
+ * The control projection of one run. `ownerId` and `parkedBy` are fence JSON strings. A listed run
+ * whose stored state cannot be read (a row made outside control, or a corrupt one) carries
+ * `readable: false` and an `issue` naming the table, column and rule (never the stored value); its
+ * other members are what the row's own columns prove (`flowId` is then `""`).
  *
  * @since 0.1.0
  * @category schemas
@@ -379,7 +382,9 @@ export const RunSummary = Schema.Struct({
   pendingResume: Schema.optional(Schema.Number),
   cancellation: Schema.optional(Cancellation),
   codeDrift: Schema.optional(CodeDriftView),
-  steering: Schema.optional(Schema.Struct({ pending: Schema.Number }))
+  steering: Schema.optional(Schema.Struct({ pending: Schema.Number })),
+  readable: Schema.optional(Schema.Literal(false)),
+  issue: Schema.optional(Schema.String)
 })
 /** @since 0.1.0 @category models */
 export type RunSummary = typeof RunSummary.Type

@@ -7,6 +7,7 @@ import { runtimeContract } from "./fixtures/runtimeContract.js"
 import { runtimeSignals } from "./fixtures/runtimeSignals.js"
 import { pgShared, resetRuntime } from "./fixtures/runtimeSupport.js"
 import { sqlRuntimeChecks } from "./fixtures/sqlRuntimeChecks.js"
+import { storedRows } from "./fixtures/storedRows.js"
 
 const url = TestDatabase.postgresTestUrl("control runtime contract")
 
@@ -23,5 +24,6 @@ describe.skipIf(url === undefined)("PostgreSQL", () => {
     runtimeContract("postgres", resetRuntime(), it)
     runtimeSignals("postgres", resetRuntime(), it)
     sqlRuntimeChecks("postgres", resetRuntime(), readOnlySchema, it)
+    storedRows("postgres", resetRuntime(), it)
   })
 })

@@ -5,6 +5,7 @@ import { Effect, Layer } from "effect"
 import { freshLayer } from "./fixtures/runtimeContract.js"
 import { tempFile } from "./fixtures/runtimeProcesses.js"
 import { sqlRuntimeChecks } from "./fixtures/sqlRuntimeChecks.js"
+import { storedRows } from "./fixtures/storedRows.js"
 import { sqlRuntime, sqliteFile } from "./fixtures/runtimeSupport.js"
 
 // A file per test, so a second, read-only client can open the same database.
@@ -19,3 +20,5 @@ sqlRuntimeChecks(
   freshLayer(() => Layer.provideMerge(SqlJournal.layer(), sqlRuntime(sqliteFile(tempFile())))),
   readOnlyFile
 )
+
+storedRows("sqlite", freshLayer(() => Layer.provideMerge(SqlJournal.layer(), sqlRuntime(sqliteFile(tempFile())))))

@@ -52,23 +52,25 @@ describe("SqlControlRuntime listing and projection", () => {
     expect((yield* rt.pendingSignals).map((c) => c.commandId)).toEqual(["c1", "c3"])
   }))
 
-  test("43: a deleted row is skipped and a corrupt row fails only the page that selects it", Effect.gen(function*() {
+  test("43: a deleted row is skipped, a corrupt row is listed flagged, a cursor whose run was deleted is refused", Effect.gen(function*() {
     const rt = yield* ControlRuntime.ControlRuntime
-    yield* insertEngineRows(["a", "b", "c", "d"].map((runId) => ({ runId })))
+    yield* insertEngineRows(["a", "b", "c", "d", "e"].map((runId) => ({ runId })))
     const first = yield* rt.queryRuns({ limit: 1 })
     expect(first.items.map((r) => r.runId)).toEqual(["a"])
     const sql = yield* SqlClient.SqlClient
-    yield* sql`DELETE FROM flows_runs WHERE run_id = 'a'`
+    yield* sql`DELETE FROM flows_runs WHERE run_id = 'b'`
     yield* sql`UPDATE flows_runs SET state_json = '{"runId": 5}' WHERE run_id = 'd'`
     const second = yield* rt.queryRuns({ limit: 1, cursor: first.nextCursor! })
-    expect(second.items.map((r) => r.runId)).toEqual(["b"])
+    expect(second.items.map((r) => r.runId)).toEqual(["c"])
     const third = yield* rt.queryRuns({ limit: 1, cursor: second.nextCursor! })
-    expect(third.items.map((r) => r.runId)).toEqual(["c"])
-    const fourth = yield* Effect.flip(rt.queryRuns({ limit: 1, cursor: third.nextCursor! }))
-    expect(fourth).toMatchObject({ _tag: "PersistenceError" })
-    expect((yield* rt.queryRuns({ limit: 5, filters: { runIds: ["b", "c"] } })).items).toHaveLength(2)
-    expect((yield* rt.queryRuns({ limit: 5, filters: { flowId: "E" } })).items.map((r) => r.runId)).toEqual(["b", "c"])
+    expect(third.items).toMatchObject([{ runId: "d", readable: false, issue: "run d: flows_runs.state_json at runId: must be string" }])
+    const fourth = yield* rt.queryRuns({ limit: 1, cursor: third.nextCursor! })
+    expect(fourth.items.map((r) => [r.runId, r.readable])).toEqual([["e", undefined]])
+    expect((yield* rt.queryRuns({ limit: 5, filters: { runIds: ["c", "e"] } })).items).toHaveLength(2)
+    expect((yield* rt.queryRuns({ limit: 5, filters: { flowId: "E" } })).items.map((r) => r.runId)).toEqual(["a", "c", "e"])
     expect(yield* Effect.flip(rt.getRun("d"))).toMatchObject({ _tag: "PersistenceError", operation: "decode flows_runs.state_json" })
+    yield* sql`DELETE FROM flows_runs WHERE run_id = 'c'`
+    expect(yield* Effect.flip(rt.queryRuns({ limit: 1, cursor: second.nextCursor! }))).toMatchObject({ _tag: "InvalidInput" })
   }))
 
   test("42: engine rows page once each under every filter", Effect.gen(function*() {

@@ -52,8 +52,10 @@ const render = (value: unknown, path: string, seen: Set<object>): string => {
   seen.add(object)
   try {
     if (Array.isArray(object)) {
+      const length = arrayLength(object)
+      if (length === undefined) throw new CanonicalIssue(path, "array length is not a non-negative integer")
       const parts: Array<string> = []
-      for (let i = 0; i < object.length; i++) {
+      for (let i = 0; i < length; i++) {
         const descriptor = Object.getOwnPropertyDescriptor(object, i)
         if (descriptor !== undefined && !("value" in descriptor)) throw new CanonicalIssue(`${path}[${i}]`, "accessor property")
         parts.push(render(descriptor?.value, `${path}[${i}]`, seen))
@@ -76,6 +78,20 @@ const render = (value: unknown, path: string, seen: Set<object>): string => {
   } finally {
     seen.delete(object)
   }
+}
+
+/**
+ * The own `length` of an array (or a proxy passing `Array.isArray`; `descriptor` when the caller already
+ * read it) when it is a data property holding an array length (an integer in 0..2^32-1); `undefined` otherwise. A proxy can report any length, and a
+ * negative or fractional one would otherwise read as an empty array.
+ */
+export const arrayLength = (
+  array: object,
+  descriptor: PropertyDescriptor | undefined = Object.getOwnPropertyDescriptor(array, "length")
+): number | undefined => {
+  if (descriptor === undefined || !("value" in descriptor)) return undefined
+  const length: unknown = descriptor.value
+  return typeof length === "number" && Number.isInteger(length) && length >= 0 && length <= 2 ** 32 - 1 ? length : undefined
 }
 
 /**

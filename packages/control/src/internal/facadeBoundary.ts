@@ -6,7 +6,7 @@
  */
 import { Effect, Schema } from "effect"
 import * as ControlError from "../ControlError.js"
-import { isDurableText, isDurableTextOfLength } from "./canonical.js"
+import { arrayLength, isDurableText, isDurableTextOfLength } from "./canonical.js"
 import { describeIssue, renderPath as render } from "./schemaIssue.js"
 
 export const maxTextUnits = 4 * 1024 * 1024
@@ -60,8 +60,8 @@ const copy = (value: unknown): unknown => {
     const descriptors = Object.getOwnPropertyDescriptors(object)
     let result: unknown
     if (isArray) {
-      const lengthDescriptor = descriptors.length
-      const length = lengthDescriptor !== undefined && "value" in lengthDescriptor ? Number(lengthDescriptor.value) : 0
+      const length = arrayLength(object, descriptors.length)
+      if (length === undefined) throw new Refusal(`${render(path)}: array length is not a non-negative integer`)
       const out: Array<unknown> = []
       for (const key of Reflect.ownKeys(descriptors)) {
         if (key === "length") continue

@@ -1,5 +1,5 @@
 /**
- * The facade's `list` (§16.2): flows by offset, plans by row sequence, runs by
+ * The facade's `list`: flows by offset, plans by row sequence, runs by
  * keyset cursor bound to the filters and order that produced it.
  */
 import { Effect, Schema } from "effect"
@@ -10,6 +10,7 @@ import { canonical } from "./canonical.js"
 import { admit } from "./facadeBoundary.js"
 import { displayCard } from "./facadeDisplay.js"
 import * as Inputs from "./facadeInputs.js"
+import { planAfterIssue } from "./runtimeChecks.js"
 
 const invalid = (issue: string) => new ControlError.InvalidInput({ issue })
 
@@ -27,6 +28,9 @@ const offsetCursor = (cursor: string | undefined): Effect.Effect<number, Control
   if (/^(0|[1-9][0-9]*)$/.test(cursor) && Number.isSafeInteger(Number(cursor))) return Effect.succeed(Number(cursor))
   return Effect.fail(invalid(`cursor: must be a cursor this listing returned, received ${JSON.stringify(cursor)}`))
 }
+
+const forgedCursor = (cursor: string) =>
+  Effect.fail(invalid(`cursor: must be a cursor this listing returned, received ${JSON.stringify(cursor)}`))
 
 const RunCursorText = Schema.parseJson(Schema.Struct({
   version: Schema.Literal(2),
@@ -54,6 +58,8 @@ export const list = (
       case "flows": {
         const offset = yield* offsetCursor(request.cursor)
         const flows = yield* runtime.listFlows
+        // A page that ends at the end has no cursor, so a genuine one always points inside the list.
+        if (request.cursor !== undefined && offset >= flows.length) return yield* forgedCursor(request.cursor)
         const items = flows.slice(offset, offset + limit).map((flow) => ({ flowId: flow.flowId, description: flow.description }))
         const end = offset + items.length
         return {
@@ -69,7 +75,10 @@ export const list = (
           ...(request.filters?.decision !== undefined ? { decision: request.filters.decision } : {}),
           ...(after !== undefined ? { after } : {}),
           limit
-        })
+        }).pipe(Effect.catchIf(
+          (error) => error._tag === "InvalidInput" && error.issue === planAfterIssue && request.cursor !== undefined,
+          () => forgedCursor(request.cursor!)
+        ))
         return {
           _tag: "plans" as const,
           items: page.plans.map((plan) => ({
@@ -83,10 +92,9 @@ export const list = (
       case "runs": {
         const filters: RunFilters = request.filters ?? {}
         if (filters.runId !== undefined) {
-          const found = yield* runtime.getRun(filters.runId).pipe(
-            Effect.map((summary): ControlSchema.RunSummary | undefined => summary),
-            Effect.catchTag("RunNotFound", () => Effect.succeed(undefined))
-          )
+          // Read as a listing of one, so an unreadable row is listed flagged as on any other page.
+          const page = yield* runtime.queryRuns({ filters: { runIds: [filters.runId] }, limit: 1 })
+          const found = page.items[0]
           const items = found !== undefined && matches(found, filters) ? [yield* decorate(found)] : []
           return { _tag: "runs" as const, items }
         }

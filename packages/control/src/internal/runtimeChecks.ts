@@ -149,6 +149,12 @@ export const checkSignal = (
     if (principal !== undefined) yield* checkPrincipal(principal)
   })
 
+/** The refusal of a run cursor that names no row this listing selected (forged, or its run deleted since). */
+export const cursorIssue = "cursor: must be a cursor this listing returned (it names no listed run)"
+
+/** The refusal of a plans `after` that names no plan row (plans are never deleted, so it was forged). */
+export const planAfterIssue = "after: must be a plan position this listing returned"
+
 /** `ClaimLost` for a run. */
 export const claimLost = (runId: string, reason?: string) =>
   new ClaimLost(reason === undefined ? { runId } : { runId, reason })

@@ -43,7 +43,7 @@ import {
   identityOf,
   parkStatus
 } from "./runtimeChecks.js"
-import { alreadyApplied } from "./runtimeChecks.js"
+import { alreadyApplied, cursorIssue, planAfterIssue } from "./runtimeChecks.js"
 import * as CancelEvidence from "./cancelEvidence.js"
 import { buildCard, checkPlanInput, decodeInput, planFingerprint, planKeyConflict } from "./runtimePlanning.js"
 
@@ -150,18 +150,29 @@ export const makeMemory = (options: MemoryOptions, journal?: Journal.Service): E
         ...(resume === undefined || isTerminalStatus(run.summary.status) ? {} : { pendingResume: resume.sequence })
       })
     }
-    const attributed = (summary: RunSummary): Effect.Effect<RunSummary, PersistenceError> =>
+    // A listing flags a run whose journal evidence does not decode; a single read fails with it.
+    const attributedOrIssue = (summary: RunSummary): Effect.Effect<{ summary: RunSummary; error?: PersistenceError }, PersistenceError> =>
       journal === undefined
-        ? Effect.succeed(summary)
+        ? Effect.succeed({ summary })
         : Effect.map(readEvidence(journal, summary.runId), (entries) => {
-          const { cancelledAt, requests } = CancelEvidence.collect(entries)
+          const { cancelledAt, issues, requests } = CancelEvidence.collect(entries)
+          const error = issues.get(summary.runId)
           const at = cancelledAt.get(summary.runId)
           const cancellation = Cancellation.attribute({
             runs: [{ runId: summary.runId, ...(at === undefined ? {} : { cancelledAt: at }) }],
             requests
           }).get(summary.runId)
-          return cancellation === undefined ? summary : { ...summary, cancellation }
+          return {
+            summary: {
+              ...summary,
+              ...(cancellation === undefined ? {} : { cancellation }),
+              ...(error === undefined ? {} : { readable: false as const, issue: error.message })
+            },
+            ...(error === undefined ? {} : { error })
+          }
         })
+    const attributed = (summary: RunSummary): Effect.Effect<RunSummary, PersistenceError> =>
+      Effect.flatMap(attributedOrIssue(summary), (read) => read.error === undefined ? Effect.succeed(read.summary) : Effect.fail(read.error))
     const newFence = () => `fence-${next("fence")}`
     const settleSignalsOf = (runId: string) => {
       for (const row of signals) if (row.runId === runId && row.state === "pending") row.state = "terminal"
@@ -273,6 +284,9 @@ export const makeMemory = (options: MemoryOptions, journal?: Journal.Service): E
         Effect.gen(function*() {
           const limit = yield* checkLimit(query.limit)
           const after = (yield* checkOrdinal("after", query.after)) ?? 0
+          if (after > 0 && ![...plans.values()].some((p) => p.rowSeq === after)) {
+            return yield* Effect.fail(new InvalidInput({ issue: planAfterIssue }))
+          }
           const matching = [...plans.values()]
             .sort((a, b) => a.rowSeq - b.rowSeq)
             .filter((p) => p.rowSeq > after)
@@ -405,8 +419,12 @@ export const makeMemory = (options: MemoryOptions, journal?: Journal.Service): E
           if (query.order !== undefined && query.order !== "newest" && query.order !== "oldest") {
             return yield* Effect.fail(new InvalidInput({ issue: "order: must be newest or oldest" }))
           }
-          const newest = query.order === "newest"
           const cursor: RunCursor | undefined = query.cursor
+          // As in SQL: a cursor must name the run (and position) a page ended on.
+          if (cursor !== undefined && runs.get(cursor.runId)?.seq !== cursor.rowSeq) {
+            return yield* Effect.fail(new InvalidInput({ issue: cursorIssue }))
+          }
+          const newest = query.order === "newest"
           const ids = f.runIds === undefined ? undefined : new Set(f.runIds)
           const matching = [...runs.values()]
             .sort((a, b) => (newest ? b.seq - a.seq : a.seq - b.seq))
@@ -426,7 +444,7 @@ export const makeMemory = (options: MemoryOptions, journal?: Journal.Service): E
             })
           const page = matching.slice(0, limit)
           const last = page.at(-1)
-          const items = yield* Effect.forEach(page, (run) => attributed(project(run)))
+          const items = yield* Effect.forEach(page, (run) => Effect.map(attributedOrIssue(project(run)), (read) => read.summary))
           return {
             items,
             ...(matching.length > limit && last !== undefined ? { nextCursor: { rowSeq: last.seq, runId: last.summary.runId } } : {})

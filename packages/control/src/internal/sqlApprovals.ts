@@ -1,7 +1,7 @@
 /**
- * Approval tokens and grants over `control_tokens` and `control_grants` (§7.1, §7.2).
+ * Approval tokens and grants over `control_tokens` and `control_grants`.
  */
-import { Effect, Schema } from "effect"
+import { Effect, Either, Schema } from "effect"
 import { AlreadyResolved, PersistenceError, PlanNotFound, RunNotFound } from "../ControlError.js"
 import type { Envelope, GrantScope, NodeTarget, Principal } from "../ControlSchema.js"
 import { ApprovalTarget, Envelope as EnvelopeSchema, GrantScope as GrantScopeSchema, Principal as PrincipalSchema } from "../ControlSchema.js"
@@ -12,6 +12,7 @@ import { checkReason, checkTarget, identityOf } from "./runtimeChecks.js"
 import type { SqlContext } from "./sqlContext.js"
 import { persist } from "./sqlContext.js"
 import { runExists } from "./sqlRows.js"
+import { corrupt, decoder } from "./storedValue.js"
 
 interface TokenRow {
   readonly target_tag: string
@@ -24,44 +25,44 @@ interface TokenRow {
   readonly decision_json: string | null
 }
 
-const decodeTarget = Schema.decodeUnknownEither(Schema.parseJson(ApprovalTarget))
-const decodeDecision = Schema.decodeUnknownEither(Schema.parseJson(ApprovalDecision))
-const decodePrincipal = Schema.decodeUnknownEither(Schema.parseJson(PrincipalSchema))
-const decodeEnvelope = Schema.decodeUnknownEither(Schema.parseJson(EnvelopeSchema))
-const decodeScope = Schema.decodeUnknownEither(GrantScopeSchema)
+const decodeTarget = decoder(ApprovalTarget, "control_tokens.target_json", { json: true })
+const decodeDecision = decoder(ApprovalDecision, "control_tokens.decision_json", { json: true })
+const decodePrincipal = decoder(PrincipalSchema, "control_tokens.decision_principal_json", { json: true })
+const decodeEnvelope = decoder(EnvelopeSchema, "control_grants.envelope_json", { json: true })
+const decodeScope = decoder(GrantScopeSchema, "control_grants.scope")
 
-const corrupt = (message: string) => new PersistenceError({ operation: "decode control_tokens", message })
+const corruptToken = (row: TokenRow, rule: string) => corrupt("control_tokens", `token ${row.token_id}`, rule)
 
 /** Decode a token row, enforcing the identity and resolution invariants. */
 const tokenOf = (row: TokenRow): Effect.Effect<ApprovalToken, PersistenceError> => {
-  const target = decodeTarget(row.target_json)
-  if (target._tag === "Left") return Effect.fail(corrupt(`token ${row.token_id}: ${target.left.message}`))
+  const subject = `token ${row.token_id}`
+  const target = decodeTarget(row.target_json, subject)
+  if (Either.isLeft(target)) return Effect.fail(target.left)
   const id = identityOf(target.right)
   if (id.tag !== row.target_tag || id.runId !== row.run_id || id.targetId !== row.target_id || row.token_id !== row.target_id) {
-    return Effect.fail(corrupt("stored approval target disagrees with its key"))
+    return Effect.fail(corruptToken(row, "stored approval target disagrees with its key"))
   }
   const resolved = Number(row.resolved) === 1 || row.resolved === true
   if (row.decision_json === null) {
     if (resolved) {
       return Effect.fail(
-        corrupt(
-          `approval ${row.token_id} is resolved but its decision was erased; preserve the database and start a new run or request`
-        )
+        corruptToken(row, "is resolved but its decision was erased; preserve the database and start a new run or request")
       )
     }
-    if (row.decision_principal_json !== null) return Effect.fail(corrupt("decision and resolution columns disagree"))
+    if (row.decision_principal_json !== null) return Effect.fail(corruptToken(row, "decision and resolution columns disagree"))
     return Effect.succeed({ _tag: "Pending", tokenId: row.token_id, target: target.right })
   }
-  const decision = decodeDecision(row.decision_json)
-  if (decision._tag === "Left") return Effect.fail(corrupt(`token ${row.token_id}: ${decision.left.message}`))
+  const decision = decodeDecision(row.decision_json, subject)
+  if (Either.isLeft(decision)) return Effect.fail(decision.left)
   const decided = decision.right
-  if (resolved !== (decided._tag !== "Pending")) return Effect.fail(corrupt("decision and resolution columns disagree"))
+  if (resolved !== (decided._tag !== "Pending")) return Effect.fail(corruptToken(row, "decision and resolution columns disagree"))
   if (decided._tag === "Pending") {
-    if (row.decision_principal_json !== null) return Effect.fail(corrupt("decision and resolution columns disagree"))
+    if (row.decision_principal_json !== null) return Effect.fail(corruptToken(row, "decision and resolution columns disagree"))
   } else {
-    const principal = row.decision_principal_json === null ? undefined : decodePrincipal(row.decision_principal_json)
-    if (principal === undefined || principal._tag === "Left" || canonical(principal.right) !== canonical(decided.decisionPrincipal)) {
-      return Effect.fail(corrupt("decision and resolution columns disagree"))
+    const principal = row.decision_principal_json === null ? undefined : decodePrincipal(row.decision_principal_json, subject)
+    if (principal !== undefined && Either.isLeft(principal)) return Effect.fail(principal.left)
+    if (principal === undefined || canonical(principal.right) !== canonical(decided.decisionPrincipal)) {
+      return Effect.fail(corruptToken(row, "decision and resolution columns disagree"))
     }
   }
   return Effect.succeed({ ...decided, tokenId: row.token_id, target: target.right })
@@ -177,11 +178,11 @@ export const makeApprovals = (ctx: SqlContext, authority: Authority) => {
     persist("read grants"),
     Effect.flatMap((rows) =>
       Effect.forEach(rows, (row): Effect.Effect<BulkGrant, PersistenceError> => {
-        const envelope = decodeEnvelope(row.envelope_json)
-        const scope = decodeScope(row.scope)
-        return envelope._tag === "Right" && scope._tag === "Right"
-          ? Effect.succeed({ tokenId: row.token_id, envelope: envelope.right, scope: scope.right, installedAt: Number(row.installed_at_ms) })
-          : Effect.fail(new PersistenceError({ operation: "decode control_grants", message: `grant ${row.token_id} does not decode` }))
+        const envelope = decodeEnvelope(row.envelope_json, `grant ${row.token_id}`)
+        if (Either.isLeft(envelope)) return Effect.fail(envelope.left)
+        const scope = decodeScope(row.scope, `grant ${row.token_id}`)
+        if (Either.isLeft(scope)) return Effect.fail(scope.left)
+        return Effect.succeed({ tokenId: row.token_id, envelope: envelope.right, scope: scope.right, installedAt: Number(row.installed_at_ms) })
       })
     )
   )

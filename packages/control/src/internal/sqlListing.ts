@@ -1,13 +1,22 @@
 /**
  * Listing: `queryRuns` (keyset over the commit-ordered `flows_runs.row_seq`, filters evaluated in SQL),
- * `pageRunIds` and `hostCandidates` (§16.1, §16.3, §16.4).
+ * `pageRunIds` and `hostCandidates`.
  */
 import * as Heartbeat from "@baton/run-store/Heartbeat"
 import type { Fragment } from "@effect/sql/Statement"
 import { Duration, Effect } from "effect"
 import { InvalidInput } from "../ControlError.js"
-import type { HostCandidate, HostCandidatePage, HostCandidateQuery, IdPage, IdPageRequest, RunPage, RunQuery } from "../ControlRuntime.js"
-import { checkLimit, checkOrdinal } from "./runtimeChecks.js"
+import type {
+  HostCandidate,
+  HostCandidatePage,
+  HostCandidateQuery,
+  IdPage,
+  IdPageRequest,
+  RunCursor,
+  RunPage,
+  RunQuery
+} from "../ControlRuntime.js"
+import { checkLimit, checkOrdinal, cursorIssue } from "./runtimeChecks.js"
 import type { SqlContext } from "./sqlContext.js"
 import { persist } from "./sqlContext.js"
 import { idSet, jsonMember, projectRows, waitWalk } from "./sqlProjection.js"
@@ -16,14 +25,19 @@ import { runColumns, runFrom, toRow } from "./sqlRows.js"
 
 const terminalList = "('completed', 'failed', 'cancelled')"
 
-/** SQL expressions over `flows_runs r` that agree with the projection (§5, §15). */
+/** SQL expressions over `flows_runs r` that agree with the projection */
 export const runExpressions = (ctx: SqlContext) => {
   const { sql } = ctx
   const state = sql`r.state_json`
   const member = (path: string) => jsonMember(ctx, state, path)
   const isControl = sql`(${member("$.runId")} IS NOT NULL OR ${member("$.flowId")} IS NOT NULL OR ${member("$.status")} IS NOT NULL)`
   const flowId = sql`(CASE WHEN ${isControl} THEN ${member("$.flowId")} ELSE ${member("$.flowName")} END)`
-  const baseStatus = sql`(CASE WHEN ${isControl} THEN ${member("$.status")}
+  // The row's status wins: a control status is kept only while it is in step with the row (both
+  // terminal and equal, or both non-terminal), as the projection's repair does.
+  const summaryStatus = member("$.status")
+  const inStep = sql`(${summaryStatus} = r.status OR (${summaryStatus} NOT IN ${sql.literal(terminalList)}
+    AND r.status NOT IN ${sql.literal(terminalList)}))`
+  const baseStatus = sql`(CASE WHEN ${isControl} AND ${inStep} THEN ${summaryStatus}
     ELSE (CASE r.status WHEN 'pending' THEN 'accepted' WHEN 'suspended' THEN 'parked' ELSE r.status END) END)`
   // `walk` (a CTE of the listing) holds the ancestors (inclusive) of open approval waits. An
   // IN-subquery, not a join: PostgreSQL then keeps the ordered index scan on row_seq that stops
@@ -92,9 +106,22 @@ export const makeListing = (ctx: SqlContext) => {
       return limit
     })
 
+  // A cursor is the key of the last row a page selected: a (rowSeq, runId) naming no such row is forged
+  // (or its run was deleted since) and would silently skip runs. One primary-key lookup.
+  const checkCursor = (cursor: RunCursor) =>
+    sql<{ row_seq: number | string }>`SELECT row_seq FROM flows_runs WHERE run_id = ${cursor.runId}`.pipe(
+      persist("list runs"),
+      Effect.flatMap((rows) =>
+        rows.length === 1 && Number(rows[0]!.row_seq) === cursor.rowSeq
+          ? Effect.void
+          : Effect.fail(new InvalidInput({ issue: cursorIssue }))
+      )
+    )
+
   const queryRuns = (query: RunQuery): Effect.Effect<RunPage, InvalidInput | import("../ControlError.js").PersistenceError> =>
     Effect.gen(function*() {
       const limit = yield* checkQuery(query)
+      if (query.cursor !== undefined) yield* checkCursor(query.cursor)
       const keys = yield* ctx.optional(selectKeys(query, limit, true), selectKeys(query, limit, false)).pipe(persist("list runs"))
       const selected = keys.slice(0, limit)
       if (selected.length === 0) return { items: [] }
@@ -103,7 +130,7 @@ export const makeListing = (ctx: SqlContext) => {
       const byId = new Map(raw.map((r) => [String(r.run_id), toRow(r)]))
       // A selected row deleted before projection is skipped; the cursor still passes it.
       const rows = selected.map((k) => byId.get(k.run_id)).filter((r): r is RunRow => r !== undefined)
-      const items = yield* projectRows(ctx, rows)
+      const items = (yield* projectRows(ctx, rows)).map((projected) => projected.summary)
       const last = selected.at(-1)!
       return {
         items,

@@ -22,7 +22,12 @@ type Adopted = { readonly executionDigest?: string | undefined; readonly engineV
 export const makeOwnership = (ctx: SqlContext) => {
   const fibers = new Map<string, Fiber.RuntimeFiber<unknown, unknown>>()
 
-  const project = (row: RunRow) => Effect.map(projectRows(ctx, [row]), (items) => items[0]!)
+  // One run read on its own reports a corrupt stored value as the error it is.
+  const project = (row: RunRow) =>
+    Effect.flatMap(projectRows(ctx, [row]), (items) => {
+      const { error, summary } = items[0]!
+      return error === undefined ? Effect.succeed(summary) : Effect.fail(error)
+    })
 
   const ownedByUs = (row: RunRow) => row.status === "running" && row.owner !== null && ctx.sameProcess(row.owner)
 

@@ -2,15 +2,16 @@
  * Plans and launches over `control_plans`, `control_plan_keys`, `control_tokens` and `control_runs`
  * (§6, §8, §16.3).
  */
-import { Effect, Schema } from "effect"
-import { ClaimLost, FlowNotFound, PersistenceError, PlanDenied, PlanNotFound } from "../ControlError.js"
+import { Effect, Either } from "effect"
+import { ClaimLost, FlowNotFound, InvalidInput, PersistenceError, PlanDenied, PlanNotFound } from "../ControlError.js"
 import type { Envelope, Principal, RunSummary } from "../ControlSchema.js"
 import { PlanCard, PlanDecision } from "../ControlSchema.js"
 import type { IdPage, IdPageRequest, LaunchResult, PlanInput, PlanOutcome, PlanPage, PlanQuery, StoredPlan } from "../ControlRuntime.js"
-import { checkLimit, checkOrdinal, checkTarget } from "./runtimeChecks.js"
+import { checkLimit, checkOrdinal, checkTarget, planAfterIssue } from "./runtimeChecks.js"
 import { buildCard, checkPlanInput, decodeInput, planFingerprint, planKeyConflict } from "./runtimePlanning.js"
 import type { SqlContext } from "./sqlContext.js"
 import { fenceOf, persist } from "./sqlContext.js"
+import { corrupt, decoder } from "./storedValue.js"
 
 interface PlanRow {
   readonly plan_id: string
@@ -20,23 +21,20 @@ interface PlanRow {
   readonly decision: string
 }
 
-const decodeCard = Schema.decodeUnknownEither(Schema.parseJson(PlanCard))
-const decodeDecision = Schema.decodeUnknownEither(PlanDecision)
+const decodeCard = decoder(PlanCard, "control_plans.card_json", { json: true })
+const decodeDecision = decoder(PlanDecision, "control_plans.decision")
 
 const storedOf = (row: PlanRow): Effect.Effect<StoredPlan, PersistenceError> => {
-  const card = decodeCard(row.card_json)
-  if (card._tag === "Left") {
-    return Effect.fail(new PersistenceError({ operation: "decode control_plans.card_json", message: `plan ${row.plan_id}: ${card.left.message}` }))
-  }
-  const decision = decodeDecision(row.decision)
-  if (decision._tag === "Left") {
-    return Effect.fail(new PersistenceError({ operation: "decode control_plans.decision", message: `plan ${row.plan_id}: ${decision.left.message}` }))
-  }
+  const subject = `plan ${row.plan_id}`
+  const card = decodeCard(row.card_json, subject)
+  if (Either.isLeft(card)) return Effect.fail(card.left)
+  const decision = decodeDecision(row.decision, subject)
+  if (Either.isLeft(decision)) return Effect.fail(decision.left)
   let decodedInput: unknown
   try {
     decodedInput = JSON.parse(row.decoded_input_json)
   } catch {
-    return Effect.fail(new PersistenceError({ operation: "decode control_plans.decoded_input_json", message: `plan ${row.plan_id}: not JSON` }))
+    return Effect.fail(corrupt("control_plans.decoded_input_json", subject, "is not JSON"))
   }
   return Effect.succeed({ card: card.right, decodedInput, decision: decision.right })
 }
@@ -130,10 +128,18 @@ export const makePlans = (ctx: SqlContext) => {
       }
     })
 
-  const queryPlans = (query: PlanQuery): Effect.Effect<PlanPage, import("../ControlError.js").InvalidInput | PersistenceError> =>
+  const queryPlans = (query: PlanQuery): Effect.Effect<PlanPage, InvalidInput | PersistenceError> =>
     Effect.gen(function*() {
       const limit = yield* checkLimit(query.limit)
       let after = (yield* checkOrdinal("after", query.after)) ?? 0
+      // A page continues after a plan row it scanned: an `after` naming no plan row is forged (plans are
+      // never deleted), and would silently skip plans. One primary-key-unique lookup.
+      if (after > 0) {
+        const named = yield* sql<{ row_seq: number }>`SELECT row_seq FROM control_plans WHERE row_seq = ${after}`.pipe(
+          persist("query plans")
+        )
+        if (named.length === 0) return yield* Effect.fail(new InvalidInput({ issue: planAfterIssue }))
+      }
       const plans: Array<StoredPlan> = []
       let lastScanned = after
       let more = true

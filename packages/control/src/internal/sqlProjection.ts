@@ -1,5 +1,5 @@
 /**
- * Projection of run rows into `RunSummary` (§15): lineage, open waits rolled up to attached ancestors,
+ * Projection of run rows into `RunSummary`: lineage, open waits rolled up to attached ancestors,
  * resume delegation, origin and cancel attribution. Optional engine tables degrade to "no evidence".
  */
 import * as Dialect from "@baton/database/Dialect"
@@ -15,7 +15,7 @@ import * as CancelEvidence from "./cancelEvidence.js"
 import type { SqlContext } from "./sqlContext.js"
 import { persist } from "./sqlContext.js"
 import type { RunRow } from "./sqlRows.js"
-import { summaryOf } from "./sqlRows.js"
+import { readState, unreadableSummary, withLaunchedBy } from "./sqlRows.js"
 
 /** A set of ids as one JSON parameter, expanded in SQL (no bind-variable limit). */
 export const idSet = (ctx: SqlContext, ids: ReadonlyArray<string>): Fragment =>
@@ -159,14 +159,39 @@ const parseJson = (text: string | null): unknown => {
   }
 }
 
-/** Project rows (in order) into full summaries. A row whose state does not decode fails the call. */
+/**
+ * One projected row: its summary and, when a stored value of the run is corrupt, the decoding failure
+ * (the summary is then flagged `readable: false` with the same issue). A foreign row (state that is
+ * neither a control summary nor engine state) is flagged without an error.
+ */
+export interface Projected {
+  readonly summary: RunSummary
+  readonly error?: PersistenceError | undefined
+}
+
+const baseOf = (row: RunRow): Projected => {
+  const reading = readState(row)
+  switch (reading._tag) {
+    case "Summary":
+      return { summary: withLaunchedBy(row, reading.summary) }
+    case "Foreign":
+      return { summary: withLaunchedBy(row, unreadableSummary(row, reading.issue)) }
+    case "Corrupt":
+      return { summary: withLaunchedBy(row, unreadableSummary(row, reading.error.message)), error: reading.error }
+  }
+}
+
+/**
+ * Project rows (in order) into full summaries. One row's unreadable stored value never fails the call:
+ * the row is projected from its columns and flagged (see `Projected`).
+ */
 export const projectRows = (
   ctx: SqlContext,
   rows: ReadonlyArray<RunRow>
-): Effect.Effect<ReadonlyArray<RunSummary>, PersistenceError> =>
+): Effect.Effect<ReadonlyArray<Projected>, PersistenceError> =>
   Effect.gen(function*() {
     if (rows.length === 0) return []
-    const bases = yield* Effect.forEach(rows, summaryOf)
+    const bases = rows.map(baseOf)
     const ids = rows.map((r) => r.runId)
     const spawn = yield* readSpawnParents(ctx, ids)
     const chains = yield* readChains(ctx, rows, spawn)
@@ -175,7 +200,7 @@ export const projectRows = (
     const flows = new Map((yield* readExecutionFlows(ctx, [...new Set(waitRows.map((w) => w.wait_id))])).map((r) => [r.run_id, r.execution_flow]))
     const events = yield* readEvents(ctx, chainIds, [...CancelEvidence.evidenceEventTypes, Lineage.forkCreatedEventType])
     const forked = new Set(events.filter((e) => e.event_type === Lineage.forkCreatedEventType).map((e) => e.run_id))
-    const { cancelledAt, requests } = CancelEvidence.collect(events.map((event) => ({
+    const { cancelledAt, issues, requests } = CancelEvidence.collect(events.map((event) => ({
       runId: event.run_id,
       eventType: event.event_type,
       payload: parseJson(event.payload_json),
@@ -207,8 +232,10 @@ export const projectRows = (
       list.push(wait)
       waitsByAncestor.set(w.ancestor_id, list)
     }
-    return rows.map((row, i) => {
-      const base = bases[i]!
+    return rows.map((row, i): Projected => {
+      const { error: stateError, summary: base } = bases[i]!
+      const evidenceError = issues.get(row.runId)
+      const error = stateError ?? evidenceError
       const chain = chains.get(row.runId)!
       const parentRunId = chain.parentRunId ?? base.parentRunId
       const lineageId = row.lineageId ?? base.lineageId
@@ -233,8 +260,9 @@ export const projectRows = (
         ...(roundOrdinal === undefined ? {} : { roundOrdinal }),
         ...(origin === undefined ? {} : { origin }),
         ...(row.waitingReason === null ? {} : { waitingReason: row.waitingReason }),
-        ...(cancellation === undefined ? {} : { cancellation })
+        ...(cancellation === undefined ? {} : { cancellation }),
+        ...(error === undefined ? {} : { readable: false as const, issue: error.message })
       }
-      return summary
+      return { summary, error }
     })
   }).pipe(persist("project runs"))

@@ -1,14 +1,16 @@
 /**
- * Reading `flows_runs` rows (with the launch index and delegation) and decoding their summaries (§5, §15.1).
+ * Reading `flows_runs` rows (with the launch index and delegation) and decoding their summaries.
  */
 import type { Fragment } from "@effect/sql/Statement"
-import { Effect, Schema } from "effect"
-import { PersistenceError, RunNotFound } from "../ControlError.js"
+import { Effect, Either, Schema } from "effect"
+import type { PersistenceError } from "../ControlError.js"
+import { RunNotFound } from "../ControlError.js"
 import type { RunStatus, RunSummary } from "../ControlSchema.js"
-import { RunSummary as RunSummarySchema } from "../ControlSchema.js"
+import { isTerminalStatus, RunSummary as RunSummarySchema } from "../ControlSchema.js"
 import type { OwnerIdentity } from "../ControlRuntime.js"
 import type { SqlContext } from "./sqlContext.js"
 import { persist } from "./sqlContext.js"
+import { corrupt, decoder } from "./storedValue.js"
 
 /** The run store's status values. */
 export type StoreStatus = "pending" | "running" | "suspended" | "completed" | "failed" | "cancelled"
@@ -112,7 +114,7 @@ export const runExists = (ctx: SqlContext, runId: string): Effect.Effect<void, R
 export const reverseStatus = (status: StoreStatus): RunStatus =>
   status === "pending" ? "accepted" : status === "suspended" ? "parked" : status
 
-/** The store status a control status is written as (§5). */
+/** The store status a control status is written as. */
 export const storeStatusOf = (status: RunStatus): StoreStatus =>
   status === "accepted" || status === "running"
     ? "running"
@@ -120,50 +122,111 @@ export const storeStatusOf = (status: RunStatus): StoreStatus =>
     ? "suspended"
     : status
 
-const decodeSummary = Schema.decodeUnknownEither(RunSummarySchema)
+const decodeSummary = decoder(RunSummarySchema, "flows_runs.state_json")
 const EngineState = Schema.Struct({ flowName: Schema.String.pipe(Schema.minLength(1)) })
-const decodeEngine = Schema.decodeUnknownEither(EngineState)
+const decodeEngine = decoder(EngineState, "flows_runs.state_json")
 
 /** True when a parsed state object is a control summary (any of `runId`, `flowId`, `status`). */
 export const isControlState = (value: unknown): value is Record<string, unknown> =>
   typeof value === "object" && value !== null && !Array.isArray(value) &&
   ("runId" in value || "flowId" in value || "status" in value)
 
-/** Decode a row's `state_json` into its base summary (§15.1). */
-export const baseSummary = (row: RunRow): Effect.Effect<RunSummary, PersistenceError> =>
-  Effect.suspend(() => {
-    let parsed: unknown
-    try {
-      parsed = JSON.parse(row.stateJson)
-    } catch {
-      return Effect.fail(new PersistenceError({ operation: "decode flows_runs.state_json", message: `run ${row.runId}: state is not JSON` }))
-    }
-    if (isControlState(parsed)) {
-      const decoded = decodeSummary(parsed)
-      return decoded._tag === "Right"
-        ? Effect.succeed(decoded.right)
-        : Effect.fail(
-          new PersistenceError({ operation: "decode flows_runs.state_json", message: `run ${row.runId}: ${decoded.left.message}` })
-        )
-    }
-    const engine = decodeEngine(parsed)
-    if (engine._tag === "Left") {
-      return Effect.fail(
-        new PersistenceError({ operation: "decode flows_runs.state_json", message: `run ${row.runId}: ${engine.left.message}` })
-      )
-    }
-    return Effect.succeed({
+/**
+ * What a row's `state_json` reads as: a summary; `Foreign` (JSON that is neither a control summary nor
+ * engine state, e.g. a row made with the run store's own `create`: there is nothing wrong to report, only
+ * nothing to read); or `Corrupt` (a control summary or engine state with a bad member, or not JSON).
+ */
+export type StateReading =
+  | { readonly _tag: "Summary"; readonly summary: RunSummary }
+  | { readonly _tag: "Foreign"; readonly issue: string }
+  | { readonly _tag: "Corrupt"; readonly error: PersistenceError }
+
+/** A terminal status on either side must agree with the other; non-terminal statuses refine each other. */
+const inStep = (summary: RunStatus, row: StoreStatus) =>
+  isTerminalStore(row) || isTerminalStatus(summary) ? summary === row : true
+
+/**
+ * The row's status wins over its summary's: an owner that settled the row through the run store
+ * (`transitionOwned`) leaves the summary behind, so an out-of-step summary is reported with the
+ * status the row proves.
+ */
+const inStepWithRow = (row: RunRow, summary: RunSummary): RunSummary => {
+  if (inStep(summary.status, row.status)) return summary
+  const { ownerId: _o, parkedBy: _p, ...rest } = summary
+  const status = reverseStatus(row.status)
+  return {
+    ...(isTerminalStatus(status) ? rest : summary),
+    status,
+    updatedAt: Math.max(summary.updatedAt, row.finishedAtMs ?? row.startedAtMs ?? row.createdAtMs)
+  }
+}
+
+/** Read a row's `state_json` (see `StateReading`). */
+export const readState = (row: RunRow): StateReading => {
+  const subject = `run ${row.runId}`
+  let parsed: unknown
+  try {
+    parsed = JSON.parse(row.stateJson)
+  } catch {
+    return { _tag: "Corrupt", error: corrupt("flows_runs.state_json", subject, "is not JSON") }
+  }
+  if (isControlState(parsed)) {
+    const decoded = decodeSummary(parsed, subject)
+    return Either.isRight(decoded)
+      ? { _tag: "Summary", summary: inStepWithRow(row, decoded.right) }
+      : { _tag: "Corrupt", error: decoded.left }
+  }
+  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed) || !("flowName" in parsed)) {
+    return { _tag: "Foreign", issue: "flows_runs.state_json: holds neither a control summary nor engine state (no flowName)" }
+  }
+  const engine = decodeEngine(parsed, subject)
+  if (Either.isLeft(engine)) return { _tag: "Corrupt", error: engine.left }
+  return {
+    _tag: "Summary",
+    summary: {
       runId: row.runId,
       flowId: engine.right.flowName,
       status: reverseStatus(row.status),
       createdAt: row.createdAtMs,
       updatedAt: row.finishedAtMs ?? row.startedAtMs ?? row.createdAtMs
-    })
-  })
+    }
+  }
+}
+
+/**
+ * What a listing shows for a row whose state cannot be read: the row's own columns, flagged
+ * `readable: false` with the `issue` (table, column and rule; never the stored value).
+ */
+export const unreadableSummary = (row: RunRow, issue: string): RunSummary => ({
+  runId: row.runId,
+  flowId: "",
+  status: reverseStatus(row.status),
+  createdAt: row.createdAtMs,
+  updatedAt: row.finishedAtMs ?? row.startedAtMs ?? row.createdAtMs,
+  readable: false,
+  issue
+})
+
+/** Decode a row's `state_json` into its base summary; a foreign or corrupt state fails `PersistenceError`. */
+export const baseSummary = (row: RunRow): Effect.Effect<RunSummary, PersistenceError> => {
+  const reading = readState(row)
+  switch (reading._tag) {
+    case "Summary":
+      return Effect.succeed(reading.summary)
+    case "Foreign":
+      return Effect.fail(corrupt("flows_runs.state_json", `run ${row.runId}`, "holds neither a control summary nor engine state (no flowName)"))
+    case "Corrupt":
+      return Effect.fail(reading.error)
+  }
+}
 
 /** The base summary plus `launchedBy` (from the launch index, which outlives an engine rewrite). */
 export const summaryOf = (row: RunRow): Effect.Effect<RunSummary, PersistenceError> =>
-  Effect.map(baseSummary(row), (summary) => (row.principal === undefined ? summary : { ...summary, launchedBy: row.principal }))
+  Effect.map(baseSummary(row), (summary) => withLaunchedBy(row, summary))
+
+/** `summary` plus the row's `launchedBy`, when its launch index names one. */
+export const withLaunchedBy = (row: RunRow, summary: RunSummary): RunSummary =>
+  row.principal === undefined ? summary : { ...summary, launchedBy: row.principal }
 
 /** Only the durable members of a summary are written back (derived ones are recomputed on read). */
 export const durableSummary = (summary: RunSummary): RunSummary => {
@@ -176,6 +239,8 @@ export const durableSummary = (summary: RunSummary): RunSummary => {
     origin: _o,
     waitingReason: _wr,
     steering: _s,
+    readable: _rd,
+    issue: _is,
     ...rest
   } = summary
   return rest

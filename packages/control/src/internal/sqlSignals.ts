@@ -1,8 +1,8 @@
 /**
- * Signals, steers, resume delegations and idempotency storage (§10.2, §12, §13, §17.2 runtime halves).
+ * Signals, steers, resume delegations and idempotency storage (the runtime halves).
  */
 import * as DurableWriter from "@baton/database/DurableWriter"
-import { Effect, Schema } from "effect"
+import { Effect, Either } from "effect"
 import { InvalidInput, PersistenceError } from "../ControlError.js"
 import type { Principal, Receipt, SignalPayload, SteerMessage } from "../ControlSchema.js"
 import {
@@ -18,6 +18,7 @@ import { alreadyApplied, checkOrdinal, checkSignal, checkSignalQuery, checkSteer
 import type { SqlContext } from "./sqlContext.js"
 import { persist } from "./sqlContext.js"
 import { requireRow, runExists, summaryOf } from "./sqlRows.js"
+import { corrupt, decoder } from "./storedValue.js"
 
 interface SignalRow {
   readonly seq: number
@@ -29,31 +30,39 @@ interface SignalRow {
   readonly principal_json: string | null
 }
 
-const decodeSignal = Schema.decodeUnknownEither(Schema.parseJson(SignalPayloadSchema))
-const decodePrincipal = Schema.decodeUnknownEither(Schema.parseJson(PrincipalSchema))
-const decodeSteer = Schema.decodeUnknownEither(Schema.parseJson(SteerMessageSchema))
-const decodeReceipt = Schema.decodeUnknownEither(Schema.parseJson(ReceiptSchema))
+const decodeSignal = decoder(SignalPayloadSchema, "control_signal_commands.payload_json", { json: true })
+const decodePrincipal = decoder(PrincipalSchema, "control_signal_commands.principal_json", { json: true })
+const decodeMessageSignal = decoder(SignalPayloadSchema, "control_run_messages.payload_json", { json: true })
+const decodeSteer = decoder(SteerMessageSchema, "control_run_messages.payload_json", { json: true })
+const decodeReceipt = decoder(ReceiptSchema, "control_mutations.receipt_json", { json: true })
+const signalStates: ReadonlyArray<string> = ["pending", "delivered", "rejected", "terminal"]
 
-/** Decode a signal row; `undefined` when its payload or principal does not decode. */
-const commandOf = (row: SignalRow): SignalCommand | undefined => {
-  const signal = decodeSignal(row.payload_json)
-  if (signal._tag === "Left") return undefined
+/** Decode a signal row, or the failure naming its column and rule. */
+const readCommandRow = (row: SignalRow): Either.Either<SignalCommand, PersistenceError> => {
+  const subject = `command ${row.command_id}`
+  const signal = decodeSignal(row.payload_json, subject)
+  if (Either.isLeft(signal)) return Either.left(signal.left)
   let principal: Principal | undefined
   if (row.principal_json !== null) {
-    const decoded = decodePrincipal(row.principal_json)
-    if (decoded._tag === "Left") return undefined
+    const decoded = decodePrincipal(row.principal_json, subject)
+    if (Either.isLeft(decoded)) return Either.left(decoded.left)
     principal = decoded.right
   }
-  if (!["pending", "delivered", "rejected", "terminal"].includes(row.state)) return undefined
-  return {
+  if (!signalStates.includes(row.state)) {
+    return Either.left(corrupt("control_signal_commands.state", subject, `must be ${signalStates.map((s) => `"${s}"`).join(" | ")}`))
+  }
+  return Either.right({
     commandId: row.command_id,
     runId: row.run_id,
     signal: signal.right,
     token: row.wait_token,
     state: row.state as SignalState,
     ...(principal === undefined ? {} : { principal })
-  }
+  })
 }
+
+/** Decode a signal row; `undefined` when its payload, principal or state does not decode (it is quarantined). */
+const commandOf = (row: SignalRow): SignalCommand | undefined => Either.getOrUndefined(readCommandRow(row))
 
 const signalColumns = "seq, command_id, run_id, payload_json, wait_token, state, principal_json"
 
@@ -106,10 +115,8 @@ export const makeSignals = (ctx: SqlContext) => {
       persist("read a signal command"),
       Effect.flatMap((row) => {
         if (row === undefined) return Effect.succeed(undefined)
-        const command = commandOf(row)
-        return command === undefined
-          ? Effect.fail(new PersistenceError({ operation: "decode control_signal_commands", message: `command ${commandId} does not decode` }))
-          : Effect.succeed(command)
+        const command = readCommandRow(row)
+        return Either.isLeft(command) ? Effect.fail(command.left) : Effect.succeed(command.right)
       })
     )
 
@@ -228,10 +235,8 @@ export const makeSignals = (ctx: SqlContext) => {
         WHERE run_id = ${runId} AND state <> 'rejected' ORDER BY seq`.pipe(persist("read delivered signals"))
       const out: Array<SignalPayload> = []
       for (const row of legacy) {
-        const decoded = decodeSignal(row.payload_json)
-        if (decoded._tag === "Left") {
-          return yield* Effect.fail(new PersistenceError({ operation: "decode control_run_messages.payload_json", message: decoded.left.message }))
-        }
+        const decoded = decodeMessageSignal(row.payload_json, `run ${runId} message`)
+        if (Either.isLeft(decoded)) return yield* Effect.fail(decoded.left)
         out.push(decoded.right)
       }
       for (const row of commands) {
@@ -271,10 +276,8 @@ export const makeSignals = (ctx: SqlContext) => {
       const rows = yield* sql<{ seq: number; payload_json: string }>`SELECT seq, payload_json FROM control_run_messages
         WHERE run_id = ${runId} AND kind = 'steer' AND seq > ${from} ORDER BY seq`.pipe(persist("read steers"))
       return yield* Effect.forEach(rows, (row) => {
-        const decoded = decodeSteer(row.payload_json)
-        return decoded._tag === "Right"
-          ? Effect.succeed({ seq: Number(row.seq), message: decoded.right })
-          : Effect.fail(new PersistenceError({ operation: "decode control_run_messages.payload_json", message: decoded.left.message }))
+        const decoded = decodeSteer(row.payload_json, `run ${runId} steer ${Number(row.seq)}`)
+        return Either.isRight(decoded) ? Effect.succeed({ seq: Number(row.seq), message: decoded.right }) : Effect.fail(decoded.left)
       })
     })
 
@@ -327,10 +330,8 @@ export const makeSignals = (ctx: SqlContext) => {
       WHERE mutation_key = ${key}`.pipe(Effect.map((rows) => rows[0]))
 
   const receiptOf = (key: string, text: string) => {
-    const decoded = decodeReceipt(text)
-    return decoded._tag === "Right"
-      ? Effect.succeed(decoded.right)
-      : Effect.fail(new PersistenceError({ operation: "decode control_mutations.receipt_json", message: `key ${key}: ${decoded.left.message}` }))
+    const decoded = decodeReceipt(text, `key ${key}`)
+    return Either.isRight(decoded) ? Effect.succeed(decoded.right) : Effect.fail(decoded.left)
   }
 
   const lookupMutation = (key: string, fingerprint: string) =>

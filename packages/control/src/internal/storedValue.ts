@@ -1,0 +1,109 @@
+/**
+ * Decoding stored values (rows, journal payloads): every failure is one `PersistenceError` naming
+ * `table.column`, the member path and the rule — never the stored value, which may hold anything.
+ */
+import { Either, ParseResult, Schema, SchemaAST } from "effect"
+import { PersistenceError } from "../ControlError.js"
+
+const expectedOf = (message: string): string | undefined => /^Expected ([\s\S]*?), actual [\s\S]*$/.exec(message)?.[1]
+
+/**
+ * The rule the first decoding issue states, without the actual value (`must be "a" | "b"`, `is required`).
+ * Union members failing at the same path are merged into one list of allowed values.
+ */
+const ruleOf = (issues: ReadonlyArray<ParseResult.ArrayFormatterIssue>): string => {
+  const first = issues[0]!
+  switch (first._tag) {
+    case "Missing":
+      return "is required"
+    case "Unexpected":
+      return "is not an allowed member"
+    default: {
+      const same = issues.filter((i) =>
+        i._tag === first._tag && i.path.length === first.path.length && i.path.every((p, n) => p === first.path[n])
+      )
+      const expected = same.map((i) => expectedOf(i.message))
+      if (expected.some((e) => e === undefined)) return "is not valid"
+      // An optional member says "| undefined"; a stored value cannot be undefined, so it is not a choice.
+      const text = [...new Set(expected.flatMap((e) => e!.split(" | ")))].filter((e) => e !== "undefined").join(" | ")
+      return `must be ${text.length > 120 ? `${text.slice(0, 117)}...` : text}`
+    }
+  }
+}
+
+/** Every property name the schema declares: a path member outside this set is a stored key and is masked. */
+const declaredNames = (ast: SchemaAST.AST, into = new Set<string>(), seen = new Set<SchemaAST.AST>()): Set<string> => {
+  if (seen.has(ast)) return into
+  seen.add(ast)
+  switch (ast._tag) {
+    case "TypeLiteral":
+      for (const p of ast.propertySignatures) {
+        if (typeof p.name === "string") into.add(p.name)
+        declaredNames(p.type, into, seen)
+      }
+      for (const i of ast.indexSignatures) declaredNames(i.type, into, seen)
+      break
+    case "Union":
+      for (const t of ast.types) declaredNames(t, into, seen)
+      break
+    case "TupleType":
+      for (const e of ast.elements) declaredNames(e.type, into, seen)
+      for (const r of ast.rest) declaredNames(r.type, into, seen)
+      break
+    case "Refinement":
+      declaredNames(ast.from, into, seen)
+      break
+    case "Transformation":
+      declaredNames(ast.from, into, seen)
+      declaredNames(ast.to, into, seen)
+      break
+    case "Suspend":
+      declaredNames(ast.f(), into, seen)
+      break
+    default:
+      break
+  }
+  return into
+}
+
+const pathOf = (path: ReadonlyArray<PropertyKey>, names: ReadonlySet<string>): string =>
+  path.map((p) => (typeof p === "number" ? `[${p}]` : typeof p === "string" && names.has(p) ? `.${p}` : ".<key>"))
+    .join("").replace(/^\./, "")
+
+/**
+ * A corrupt stored value: operation `decode <table.column>`, message `<subject>: <table.column>[ at <path>]: <rule>`.
+ * `subject` names the row by its key (`run r-1`), never by the corrupt value.
+ */
+export const corrupt = (column: string, subject: string, rule: string, path?: string): PersistenceError =>
+  new PersistenceError({
+    operation: `decode ${column}`,
+    message: `${subject}: ${column}${path === undefined || path === "" ? "" : ` at ${path}`}: ${rule}`
+  })
+
+/**
+ * A decoder of one stored column: `schema` applied to the value (or, with `json`, to the parsed text);
+ * a failure is `corrupt(column, subject, rule, path)` and carries no cause (the cause would hold the value).
+ */
+export const decoder = <A, I>(schema: Schema.Schema<A, I>, column: string, options?: { readonly json?: boolean }) => {
+  const decode = Schema.decodeUnknownEither(schema)
+  const names = declaredNames(schema.ast)
+  return (value: unknown, subject: string): Either.Either<A, PersistenceError> => {
+    let input = value
+    if (options?.json === true) {
+      if (typeof value !== "string") return Either.left(corrupt(column, subject, "must be JSON text"))
+      try {
+        input = JSON.parse(value)
+      } catch {
+        return Either.left(corrupt(column, subject, "is not JSON"))
+      }
+    }
+    const result = decode(input)
+    if (Either.isRight(result)) return Either.right(result.right)
+    const issues = ParseResult.ArrayFormatter.formatErrorSync(result.left)
+    return Either.left(
+      issues.length === 0
+        ? corrupt(column, subject, "is not valid")
+        : corrupt(column, subject, ruleOf(issues), pathOf(issues[0]!.path, names))
+    )
+  }
+}
