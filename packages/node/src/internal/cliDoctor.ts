@@ -50,17 +50,16 @@ const schemaProbe = <A, E, R>(call: string, effect: Effect.Effect<A, E, R>): Eff
     Effect.catchAllDefect((defect) => Effect.succeed(fail("schema", `${call} fails: ${String(defect)}`)))
   )
 
-/** The runs control's listing cannot decode: none when every page lists (the common case, one pass). */
+/** The runs control's listing flags unreadable (`readable: false`): none in the common case, one pass. */
 const unreadableRuns = Effect.gen(function*() {
   const runtime = yield* ControlRuntime.ControlRuntime
+  const found: Array<Verbs.UnreadableRun> = []
   let cursor: ControlRuntime.RunCursor | undefined
   for (;;) {
     const page = yield* runtime.queryRuns({ limit: 500, ...(cursor === undefined ? {} : { cursor }) }).pipe(Effect.either)
-    if (page._tag === "Left") {
-      if (Verbs.undecodableRun(page.left) === undefined) return []
-      return (yield* Verbs.runsRowByRow({}, "oldest").pipe(Effect.orElseSucceed(() => ({ unreadable: [] })))).unreadable
-    }
-    if (page.right.nextCursor === undefined) return []
+    if (page._tag === "Left") return found
+    for (const item of page.right.items) if (item.readable === false) found.push(yield* Verbs.unreadableOf(item))
+    if (page.right.nextCursor === undefined) return found
     cursor = page.right.nextCursor
   }
 })
@@ -150,8 +149,8 @@ export const doctor = (globals: Globals, catalog: Catalog | undefined, fix: bool
       const fk = yield* sql.unsafe<Record<string, unknown>>("PRAGMA foreign_key_check").pipe(Effect.orElseSucceed(() => []))
       if (fk.length > 0) schemaFailures.push(fail("schema", `PRAGMA foreign_key_check lists ${fk.length} rows`))
     }
-    // Every run row through control's listing: one row it cannot decode fails a whole page of `baton runs`
-    // (the CLI then lists the others one by one), so such a row is named here.
+    // Every run row through control's listing: a row it cannot read is listed flagged (and shown apart by
+    // `baton runs`), so such a row is named here.
     const unreadable = schemaFailures.length === 0 ? yield* unreadableRuns : []
     findings.push(
       ...(schemaFailures.length > 0

@@ -105,7 +105,7 @@ export const runs = (ctx: VerbContext, o: RunsOptions) =>
     const items: Array<ControlSchema.RunSummary> = []
     let cursor = o.cursor
     let next: string | undefined
-    let unreadable: ReadonlyArray<UnreadableRun> = []
+    const unreadable: Array<UnreadableRun> = []
     for (;;) {
       const page = yield* control.list({
         _tag: "runs",
@@ -113,28 +113,22 @@ export const runs = (ctx: VerbContext, o: RunsOptions) =>
         order: o.order,
         limit,
         ...(cursor === undefined ? {} : { cursor })
-      }).pipe(Effect.either)
-      if (page._tag === "Left") {
-        // control's listing fails the whole page when one row's state does not decode; the other runs are
-        // still listed, through one read per run, and the unreadable ones are named (never a failed listing).
-        if (undecodableRun(page.left) === undefined) return yield* Effect.fail(page.left)
-        const fallback = yield* runsRowByRow(filters, o.order)
-        items.length = 0
-        items.push(...(o.all ? fallback.items : fallback.items.slice(0, limit)))
-        unreadable = fallback.unreadable
-        next = undefined
-        yield* Console.error(
-          `baton: warning: ${unreadable.length} run(s) cannot be shown (${unreadable.slice(0, 5).map((u) => `${u.runId}: ${u.issue}`).join("; ")}); ` +
-            `listed the others one by one${o.cursor === undefined ? "" : " from the start (--cursor not applied)"}` +
-            (items.length < fallback.items.length ? `, first ${items.length} (pass --all for every run)` : "")
-        )
-        break
+      })
+      if (page._tag !== "runs") break
+      // control lists a row it cannot read flagged `readable: false`; it is shown apart, by its store row.
+      for (const item of page.items) {
+        if (item.readable === false) unreadable.push(yield* unreadableOf(item))
+        else items.push(item)
       }
-      if (page.right._tag !== "runs") break
-      items.push(...page.right.items)
-      next = page.right.nextCursor
+      next = page.nextCursor
       if (!o.all || next === undefined) break
       cursor = next
+    }
+    if (unreadable.length > 0) {
+      yield* Console.error(
+        `baton: warning: ${unreadable.length} run(s) cannot be shown (${unreadable.slice(0, 5).map((u) => `${u.runId}: ${u.issue}`).join("; ")}); ` +
+          `listed the others`
+      )
     }
     if (ctx.globals.json) {
       return yield* outJson({
@@ -161,7 +155,7 @@ export const runs = (ctx: VerbContext, o: RunsOptions) =>
     if (next !== undefined && !o.all) yield* out(`next: --cursor ${Render.shellQuote(next)}`)
   })
 
-/** A run whose row the listing cannot show (its state does not decode as a run summary). */
+/** A run whose row the listing cannot show (control flags it `readable: false`). */
 export interface UnreadableRun {
   readonly runId: string
   readonly issue: string
@@ -169,60 +163,17 @@ export interface UnreadableRun {
   readonly createdAt?: number | undefined
 }
 
-/**
- * The run a control `PersistenceError` says it could not decode, or `undefined` for any other failure.
- * (control fails a whole listing page on one such row.) Control's contract names such failures
- * `operation "decode <table.column>"` with a message `run <id>: …`; the CLI relies on that, not on tables.
- */
-export const undecodableRun = (error: unknown): string | undefined => {
-  const e = error as { readonly _tag?: unknown; readonly operation?: unknown; readonly message?: unknown } | null
-  if (e === null || typeof e !== "object" || e._tag !== "PersistenceError") return undefined
-  if (typeof e.operation !== "string" || !e.operation.startsWith("decode ") || typeof e.message !== "string") return undefined
-  if (!e.message.startsWith("run ")) return undefined
-  return /^run (.*?): /s.exec(e.message)?.[1] ?? "?"
-}
-
-const firstLine = (text: string): string => text.split("\n").map((l) => l.trim()).filter((l) => l.length > 0).join(" ")
-
-/**
- * Every run read one at a time (run ids in commit order, then `Control.getRun` each), filtered like
- * control's listing; the rows whose state does not decode are answered apart, with what their store row
- * says. Used when control's paged listing fails on such a row.
- */
-export const runsRowByRow = (filters: ControlSchema.RunListFilters, order: "newest" | "oldest") =>
+/** A listed run control flagged unreadable, with what its store row says (status, creation time). */
+export const unreadableOf = (item: ControlSchema.RunSummary) =>
   Effect.gen(function*() {
-    const control = yield* Control.Control
-    const runtime = yield* ControlRuntime.ControlRuntime
     const store = yield* RunStore.RunStore
-    const ids: Array<string> = []
-    let after: number | undefined
-    let through: number | undefined
-    for (;;) {
-      const page = yield* runtime.pageRunIds({ limit: 500, ...(after === undefined ? {} : { after }), ...(through === undefined ? {} : { through }) })
-      ids.push(...page.ids)
-      through = page.through
-      if (page.next === undefined) break
-      after = page.next
+    const row = yield* store.get(item.runId).pipe(Effect.option)
+    const unreadable: UnreadableRun = {
+      runId: item.runId,
+      issue: (item.issue ?? "state does not decode").replace(/^run .*?: /s, ""),
+      ...(row._tag === "Some" ? { storedStatus: row.value.status, createdAt: row.value.createdAtMs } : {})
     }
-    if (order === "newest") ids.reverse()
-    const items: Array<ControlSchema.RunSummary> = []
-    const unreadable: Array<UnreadableRun> = []
-    for (const runId of ids) {
-      const summary = yield* control.getRun(runId).pipe(Effect.either)
-      if (summary._tag === "Right") {
-        if (ControlSchema.matchesRunFilters(summary.right, filters)) items.push(summary.right)
-        continue
-      }
-      if (summary.left._tag === "RunNotFound") continue
-      if (undecodableRun(summary.left) === undefined) return yield* Effect.fail(summary.left)
-      const row = yield* store.get(runId).pipe(Effect.option)
-      unreadable.push({
-        runId,
-        issue: firstLine(summary.left.message.replace(/^run .*?: /s, "")),
-        ...(row._tag === "Some" ? { storedStatus: row.value.status, createdAt: row.value.createdAtMs } : {})
-      })
-    }
-    return { items, unreadable }
+    return unreadable
   })
 
 // ---------------------------------------------------------------------------------------------
