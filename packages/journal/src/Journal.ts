@@ -171,7 +171,13 @@ export interface Compacted {
 }
 
 /**
- * Stable error codes (journal.md 9.1).
+ * Stable error codes. Among them: `invalid_event` for refused input (a `Clock`
+ * reading outside `0..Number.MAX_SAFE_INTEGER` ms included, `field: "clock"`);
+ * `sequence_conflict` when a run's sequence space is exhausted or a stored row
+ * already holds the seq its head allocated (the head disagrees with the rows);
+ * `sink_failed` for a failed write, a lost lossy batch or a stopped lossy
+ * writer; `decode_failed` for a stored row outside what the types promise (a
+ * `seq` or `source_seq` of `Number.MAX_SAFE_INTEGER` included).
  *
  * @since 0.1.0
  * @category errors

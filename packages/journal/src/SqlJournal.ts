@@ -201,7 +201,8 @@ export const make = (
           let floor = cache.floor(admitted.runId, admitted.sourceId)
           if (floor === undefined) {
             const durableNext = yield* store.durableNext(admitted.runId, admitted.sourceId).pipe(
-              Effect.mapError((error) => Errors.sinkFailed("Journal.emitLossy: reading the producer floor failed", error))
+              Effect.catchTag("SqlError", (error) =>
+                Effect.fail(Errors.sinkFailed("Journal.emitLossy: reading the producer floor failed", error)))
             )
             floor = Math.max(
               durableNext,
@@ -246,7 +247,9 @@ export const make = (
     const entriesUnchecked = (runId: string, after: number, eventTypes: ReadonlyArray<string> | undefined, limit: number) =>
       Effect.gen(function*() {
         const rows = yield* store.page(runId, after, eventTypes, limit + 1).pipe(Effect.mapError(readFailure("entries")))
-        const floor = yield* store.floor(runId).pipe(Effect.mapError(readFailure("entries")))
+        const floor = yield* store.floor(runId).pipe(
+          Effect.catchTag("SqlError", (error) => Effect.fail(readFailure("entries")(error)))
+        )
         if (floor !== undefined && after < floor - 1) {
           return yield* Effect.fail(
             Errors.withFloor(

@@ -1,6 +1,6 @@
 /**
- * The identity check and append of journal.md 5.3 steps 3–4, run with the
- * run's head already locked. Collisions are found by reading before inserting,
+ * The identity check and append of one entry, run with the run's head already
+ * locked. Collisions are found by reading before inserting,
  * never by catching a constraint violation (which aborts a PostgreSQL transaction).
  *
  * @internal
@@ -10,7 +10,7 @@ import { Effect } from "effect"
 import type { JournalError } from "../Journal.js"
 import { makeEventId } from "../JournalEvent.js"
 import type { Admitted } from "./admission.js"
-import { conflict, exhausted } from "./errors.js"
+import { conflict, exhausted, seqTaken } from "./errors.js"
 import type { IdentityCache } from "./identityCache.js"
 import { contentKey, type NewEntry, sameContent, type Store } from "./store.js"
 import { maxSeq } from "./text.js"
@@ -32,14 +32,14 @@ export const appendLocked = (
   cache: IdentityCache,
   item: Admitted,
   nextSeq: number
-): Effect.Effect<AppendResult, SqlError> =>
+): Effect.Effect<AppendResult, SqlError | JournalError> =>
   Effect.gen(function*() {
     const key = contentKey(item.eventType, item.payloadJson, item.metaJson)
     let sourceSeq: number
     if (item.sourceSeq !== undefined) {
       sourceSeq = item.sourceSeq
       const eventId = makeEventId(item.runId, item.sourceId, sourceSeq)
-      const found = yield* store.findIdentity(eventId)
+      const found = yield* store.findIdentity(item.runId, eventId)
       if (found !== undefined) {
         const same = sameContent(found, key)
         // The first row stands: cache what is stored, never the discarded content of an identity dedupe.
@@ -68,6 +68,6 @@ export const appendLocked = (
       payloadJson: item.payloadJson,
       metaJson: item.metaJson
     }
-    yield* store.insert(entry)
+    if (!(yield* store.insert(entry))) return { _tag: "Refused", error: seqTaken(item.runId, nextSeq) } as const
     return { _tag: "Appended", entry, contentKey: key } as const
   })

@@ -1,16 +1,15 @@
 /**
- * Checkpoint and compaction statements (journal.md 5.8). Run inside the run's
- * keyed write with its head locked.
+ * Checkpoint and compaction statements. Run inside the run's keyed write with
+ * its head locked. Numbers read back are range-checked like entries.
  *
  * @internal
  */
 import type * as SqlClient from "@effect/sql/SqlClient"
 import { Effect, Either } from "effect"
-import type { Checkpoint } from "../Journal.js"
+import type { Checkpoint, JournalError } from "../Journal.js"
 import type { RunId, Seq } from "../JournalEvent.js"
-import { decodeFailed } from "./errors.js"
-import { contentHash, contentKey } from "./store.js"
-import { toSafeInt } from "./text.js"
+import { contentHash, contentKey, seqRule, storedProblem, storedSeq, storedTime } from "./store.js"
+import { toSeq } from "./text.js"
 
 interface CheckpointRow {
   readonly run_id: string
@@ -20,28 +19,25 @@ interface CheckpointRow {
   readonly compacted_at_ms: unknown
 }
 
-export const decodeCheckpoint = (row: CheckpointRow) => {
-  const seq = toSafeInt(row.seq)
-  const createdAtMs = toSafeInt(row.created_at_ms)
-  const compactedAtMs = row.compacted_at_ms === null ? null : toSafeInt(row.compacted_at_ms)
-  let state: unknown
-  try {
-    state = JSON.parse(row.state_json)
-  } catch {
-    return Either.left(decodeFailed(`a stored checkpoint of run ${JSON.stringify(row.run_id)} does not decode`))
-  }
-  if (seq === undefined || createdAtMs === undefined || compactedAtMs === undefined) {
-    return Either.left(decodeFailed(`a stored checkpoint of run ${JSON.stringify(row.run_id)} does not decode`))
-  }
-  const checkpoint: Checkpoint = {
-    runId: row.run_id as RunId,
-    seq: seq as Seq,
-    state,
-    createdAtMs,
-    compactedAtMs
-  }
-  return Either.right(checkpoint)
-}
+/** Decode one stored checkpoint; `decode_failed` names the column and the rule it breaks. */
+export const decodeCheckpoint = (row: CheckpointRow): Either.Either<Checkpoint, JournalError> =>
+  Either.gen(function*() {
+    const seq = toSeq(row.seq)
+    if (seq === undefined) return yield* Either.left(storedProblem("checkpoint", row.run_id, `seq: ${seqRule}`))
+    const createdAtMs = yield* storedTime(row.created_at_ms, "checkpoint", row.run_id, "created_at_ms")
+    const compactedAtMs = row.compacted_at_ms === null
+      ? null
+      : yield* storedTime(row.compacted_at_ms, "checkpoint", row.run_id, "compacted_at_ms")
+    let state: unknown
+    try {
+      if (typeof row.state_json !== "string") throw new TypeError("not text")
+      state = JSON.parse(row.state_json)
+    } catch {
+      return yield* Either.left(storedProblem("checkpoint", row.run_id, "state_json: not JSON"))
+    }
+    const checkpoint: Checkpoint = { runId: row.run_id as RunId, seq: seq as Seq, state, createdAtMs, compactedAtMs }
+    return checkpoint
+  })
 
 const pageSize = 256
 
@@ -80,14 +76,18 @@ export const makeCheckpointStore = (sql: SqlClient.SqlClient) => {
           FROM flows_journal_events WHERE run_id = ${runId} AND seq < ${checkpointSeq}
           ORDER BY seq LIMIT ${pageSize}`
         if (rows.length === 0) break
-        const tombstones = rows.map((row) => ({
-          run_id: runId,
-          source_id: row.source_id,
-          source_seq: toSafeInt(row.source_seq) ?? 0,
-          event_id: row.event_id,
-          seq: toSafeInt(row.seq) ?? 0,
-          content_hash: contentHash(contentKey(row.event_type, row.payload_json, row.meta_json))
-        }))
+        // A tombstone keeps the row's identity: a number out of range is refused, never replaced.
+        const tombstones = yield* Effect.forEach(rows, (row) =>
+          Effect.gen(function*() {
+            return {
+              run_id: runId,
+              source_id: row.source_id,
+              source_seq: yield* storedSeq(row.source_seq, "journal row", runId, "source_seq"),
+              event_id: row.event_id,
+              seq: yield* storedSeq(row.seq, "journal row", runId, "seq"),
+              content_hash: contentHash(contentKey(row.event_type, row.payload_json, row.meta_json))
+            }
+          }))
         yield* sql`INSERT INTO flows_journal_dedup ${sql.insert(tombstones)}`
         const last = tombstones[tombstones.length - 1]!.seq
         yield* sql`DELETE FROM flows_journal_events WHERE run_id = ${runId} AND seq <= ${last}`

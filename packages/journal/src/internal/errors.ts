@@ -40,5 +40,13 @@ export const exhausted = (runId: string): JournalError =>
     message: `run ${JSON.stringify(runId)} has exhausted its sequence space`
   })
 
+/** The run's head allocated `seq`, but a stored row already holds it: the head disagrees with the rows. */
+export const seqTaken = (runId: string, seq: number): JournalError =>
+  new JournalError({
+    code: "sequence_conflict",
+    message: `run ${JSON.stringify(runId)} already has an entry at seq ${seq}, the seq its head allocated ` +
+      "(the head disagrees with the stored rows); nothing was written"
+  })
+
 export const withFloor = (code: "compacted" | "reader_behind" | "checkpoint_invalid", message: string, floor: number) =>
   new JournalError({ code, message, checkpointSeq: floor as Seq })

@@ -171,7 +171,7 @@ export const makeLossy = (options: LossyOptions) => {
       // ascending order; a companion id makes the batch schema-wide.
       const nested = schemaWide
         ? body
-        : runs.slice(1).reduceRight<Effect.Effect<Results, SqlError | DatabaseError>>(
+        : runs.slice(1).reduceRight<Effect.Effect<Results, SqlError | DatabaseError | JournalError>>(
           (inner, runId) => options.writer.write(inner, { key: runId }),
           body
         )

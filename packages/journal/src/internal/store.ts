@@ -1,6 +1,9 @@
 /**
- * SQL statements of the journal tables (journal.md 4, 5). Every statement runs
- * on whatever transaction encloses it; callers hold the run's key and head lock.
+ * SQL statements of the journal tables. Every statement runs on whatever
+ * transaction encloses it; callers hold the run's key and head lock. Every
+ * number read back is checked against the range its type promises (a `seq` or
+ * `source_seq` below `Number.MAX_SAFE_INTEGER`, a time at or above 0): a row
+ * outside it is `decode_failed`, never a value the types rule out.
  *
  * @internal
  */
@@ -10,8 +13,9 @@ import type { SqlError } from "@effect/sql/SqlError"
 import { createHash } from "node:crypto"
 import { Effect, Either } from "effect"
 import type { Entry, RunId, Seq, SourceId, SourceSeq } from "../JournalEvent.js"
+import type { JournalError } from "../Journal.js"
 import { decodeFailed } from "./errors.js"
-import { textProblem, toSafeInt } from "./text.js"
+import { maxSeq, maxStoredInt, textProblem, toSeq, toStoredInt } from "./text.js"
 
 export interface EntryRow {
   readonly run_id: string
@@ -73,30 +77,66 @@ const deepFreeze = <A>(value: A): A => {
   return value
 }
 
-/** Decode one stored row; `decode_failed` names what is wrong. */
-export const decodeEntry = (row: EntryRow) => {
-  const seq = toSafeInt(row.seq)
-  const sourceSeq = toSafeInt(row.source_seq)
-  const emittedAtMs = toSafeInt(row.emitted_at_ms)
+/** The rule a stored seq-like value breaks, as `decode_failed` messages name it. */
+export const seqRule = `not an integer in 0..${maxSeq}`
+const timeRule = `not an integer in 0..${maxStoredInt}`
+
+/** The first column of `row` that does not decode, with the rule it breaks. */
+const entryProblem = (row: EntryRow): string | undefined => {
+  if (!validId(row.run_id)) return "run_id: not an identifier"
+  if (toSeq(row.seq) === undefined) return `seq: ${seqRule}`
+  if (typeof row.event_id !== "string") return "event_id: not text"
+  if (!validId(row.source_id)) return "source_id: not an identifier"
+  if (toSeq(row.source_seq) === undefined) return `source_seq: ${seqRule}`
+  if (toStoredInt(row.emitted_at_ms) === undefined) return `emitted_at_ms: ${timeRule}`
+  if (!validId(row.event_type)) return "event_type: not an identifier"
   const payload = parseJson(row.payload_json)
+  if (Either.isLeft(payload)) return `payload_json: ${payload.left}`
   const meta = parseJson(row.meta_json)
-  if (
-    seq === undefined || seq < 0 || sourceSeq === undefined || sourceSeq < 0 || emittedAtMs === undefined ||
-    emittedAtMs < 0 || !validId(row.run_id) || !validId(row.source_id) || !validId(row.event_type) ||
-    typeof row.event_id !== "string" || Either.isLeft(payload) || Either.isLeft(meta)
-  ) {
-    return Either.left(decodeFailed(`a stored journal row of run ${JSON.stringify(String(row.run_id))} does not decode`))
-  }
+  if (Either.isLeft(meta)) return `meta_json: ${meta.left}`
+  return undefined
+}
+
+/** A stored value of `runId` that does not decode; the message names the column and rule, never the value. */
+export const storedProblem = (what: string, runId: string, problem: string): JournalError =>
+  decodeFailed(`a stored ${what} of run ${JSON.stringify(String(runId))} does not decode (${problem})`)
+
+/** A stored `seq`-like value of `what`, or `decode_failed` naming its column. */
+export const storedSeq = (
+  value: unknown,
+  what: string,
+  runId: string,
+  column: string
+): Effect.Effect<number, JournalError> => {
+  const n = toSeq(value)
+  return n === undefined ? Effect.fail(storedProblem(what, runId, `${column}: ${seqRule}`)) : Effect.succeed(n)
+}
+
+/** A stored time of `what`, or `decode_failed` naming its column. */
+export const storedTime = (
+  value: unknown,
+  what: string,
+  runId: string,
+  column: string
+): Either.Either<number, JournalError> => {
+  const n = toStoredInt(value)
+  return n === undefined ? Either.left(storedProblem(what, runId, `${column}: ${timeRule}`)) : Either.right(n)
+}
+
+/** Decode one stored row; `decode_failed` names the column and the rule it breaks. */
+export const decodeEntry = (row: EntryRow): Either.Either<Entry, JournalError> => {
+  const problem = entryProblem(row)
+  if (problem !== undefined) return Either.left(storedProblem("journal row", row.run_id, problem))
   const entry: Entry = {
     runId: row.run_id as RunId,
-    seq: seq as Seq,
+    seq: toSeq(row.seq) as Seq,
     eventId: row.event_id,
     sourceId: row.source_id as SourceId,
-    sourceSeq: sourceSeq as SourceSeq,
-    emittedAtMs,
+    sourceSeq: toSeq(row.source_seq) as SourceSeq,
+    emittedAtMs: toStoredInt(row.emitted_at_ms)!,
     eventType: row.event_type,
-    payload: payload.right,
-    meta: meta.right
+    payload: JSON.parse(row.payload_json) as unknown,
+    meta: JSON.parse(row.meta_json) as unknown
   }
   return Either.right(deepFreeze(entry))
 }
@@ -121,48 +161,66 @@ export const makeStore = (sql: SqlClient.SqlClient) => {
   const columns = sql.literal(entryColumns)
 
   /** Create the head if absent and lock it (row lock on PostgreSQL); answer `next_seq`. */
-  const lockHead = (runId: string): Effect.Effect<number | undefined, SqlError> =>
+  const lockHead = (runId: string): Effect.Effect<number, SqlError | JournalError> =>
     sql<{ readonly next_seq: unknown }>`INSERT INTO flows_journal_heads (run_id, next_seq) VALUES (${runId}, 0)
       ON CONFLICT (run_id) DO UPDATE SET next_seq = flows_journal_heads.next_seq
-      RETURNING next_seq`.pipe(Effect.map((rows) => toSafeInt(rows[0]?.next_seq)))
+      RETURNING next_seq`.pipe(Effect.flatMap((rows) => storedSeq(rows[0]?.next_seq, "journal head", runId, "next_seq")))
 
   const setHead = (runId: string, nextSeq: number) =>
     sql`UPDATE flows_journal_heads SET next_seq = ${nextSeq} WHERE run_id = ${runId}`
 
-  const findIdentity = (eventId: string): Effect.Effect<FoundIdentity | undefined, SqlError> =>
+  const findIdentity = (
+    runId: string,
+    eventId: string
+  ): Effect.Effect<FoundIdentity | undefined, SqlError | JournalError> =>
     Effect.gen(function*() {
       const rows = yield* sql<{ seq: unknown; event_type: string; payload_json: string; meta_json: string }>`
         SELECT seq, event_type, payload_json, meta_json FROM flows_journal_events WHERE event_id = ${eventId}`
       const row = rows[0]
       if (row !== undefined) {
-        return { _tag: "Row", seq: toSafeInt(row.seq) ?? -1, contentKey: contentKey(row.event_type, row.payload_json, row.meta_json) } as const
+        const seq = yield* storedSeq(row.seq, "journal row", runId, "seq")
+        return { _tag: "Row", seq, contentKey: contentKey(row.event_type, row.payload_json, row.meta_json) } as const
       }
       const tombs = yield* sql<{ seq: unknown; content_hash: string }>`
         SELECT seq, content_hash FROM flows_journal_dedup WHERE event_id = ${eventId}`
       const tomb = tombs[0]
-      return tomb === undefined ? undefined : { _tag: "Tombstone", seq: toSafeInt(tomb.seq) ?? -1, contentHash: tomb.content_hash } as const
+      if (tomb === undefined) return undefined
+      const seq = yield* storedSeq(tomb.seq, "journal tombstone", runId, "seq")
+      return { _tag: "Tombstone", seq, contentHash: tomb.content_hash } as const
     })
 
   /** 1 + the largest source_seq of the pair in events ∪ dedup (0 when none). */
-  const durableNext = (runId: string, sourceId: string): Effect.Effect<number, SqlError> =>
+  const durableNext = (runId: string, sourceId: string): Effect.Effect<number, SqlError | JournalError> =>
     sql<{ readonly m: unknown }>`SELECT MAX(m) AS m FROM (
         SELECT MAX(source_seq) AS m FROM flows_journal_events WHERE run_id = ${runId} AND source_id = ${sourceId}
         UNION ALL
         SELECT MAX(source_seq) AS m FROM flows_journal_dedup WHERE run_id = ${runId} AND source_id = ${sourceId}
-      ) floors`.pipe(Effect.map((rows) => {
-      const max = toSafeInt(rows[0]?.m)
-      return max === undefined ? 0 : max + 1
+      ) floors`.pipe(Effect.flatMap((rows) => {
+      const max = rows[0]?.m ?? null
+      return max === null
+        ? Effect.succeed(0)
+        : Effect.map(storedSeq(max, "journal row", runId, "source_seq"), (n) => n + 1)
     }))
 
-  const insert = (entry: NewEntry) =>
-    sql`INSERT INTO flows_journal_events (${columns}) VALUES (${entry.runId}, ${entry.seq}, ${entry.eventId},
-      ${entry.sourceId}, ${entry.sourceSeq}, ${entry.emittedAtMs}, ${entry.eventType}, ${entry.payloadJson},
-      ${entry.metaJson})`
+  /**
+   * Insert unless a row already holds `(run_id, seq)`; answer whether it was
+   * inserted. The head is locked, so a row there means the head disagrees with
+   * the stored rows; `DO NOTHING` lets the caller name that instead of a
+   * constraint violation aborting the transaction.
+   */
+  const insert = (entry: NewEntry): Effect.Effect<boolean, SqlError> =>
+    sql<{ readonly seq: unknown }>`INSERT INTO flows_journal_events (${columns}) VALUES (${entry.runId}, ${entry.seq},
+      ${entry.eventId}, ${entry.sourceId}, ${entry.sourceSeq}, ${entry.emittedAtMs}, ${entry.eventType},
+      ${entry.payloadJson}, ${entry.metaJson})
+      ON CONFLICT (run_id, seq) DO NOTHING RETURNING seq`.pipe(Effect.map((rows) => rows.length > 0))
 
   /** Highest compacted checkpoint seq, or undefined. */
-  const floor = (runId: string): Effect.Effect<number | undefined, SqlError> =>
+  const floor = (runId: string): Effect.Effect<number | undefined, SqlError | JournalError> =>
     sql<{ readonly f: unknown }>`SELECT MAX(seq) AS f FROM flows_journal_checkpoints
-      WHERE run_id = ${runId} AND compacted_at_ms IS NOT NULL`.pipe(Effect.map((rows) => toSafeInt(rows[0]?.f)))
+      WHERE run_id = ${runId} AND compacted_at_ms IS NOT NULL`.pipe(Effect.flatMap((rows) => {
+      const f = rows[0]?.f ?? null
+      return f === null ? Effect.succeed(undefined) : storedSeq(f, "checkpoint", runId, "seq")
+    }))
 
   const page = (runId: string, after: number, eventTypes: ReadonlyArray<string> | undefined, limit: number) =>
     eventTypes === undefined

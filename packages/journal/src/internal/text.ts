@@ -43,3 +43,15 @@ export const toSafeInt = (value: unknown): number | undefined => {
   }
   return undefined
 }
+
+/** A stored `seq` or `source_seq` in the range the `Seq` type promises (`0..maxSeq`), else `undefined`. */
+export const toSeq = (value: unknown): number | undefined => {
+  const n = toSafeInt(value)
+  return n !== undefined && n >= 0 && n <= maxSeq ? n : undefined
+}
+
+/** A stored time or count in the range the columns hold (`0..maxStoredInt`), else `undefined`. */
+export const toStoredInt = (value: unknown): number | undefined => {
+  const n = toSafeInt(value)
+  return n !== undefined && n >= 0 ? n : undefined
+}
