@@ -33,6 +33,18 @@ import {
   stack
 } from "./support/stack.js"
 
+// Every test names its timeout: a run outside the workspace config (a package's own `vitest run`)
+// would otherwise get vitest's 5 s. Sized for a loaded 2-core machine: a probe is one scenario
+// (well under a second idle); a walk or race is bounded by its iteration count, never by time.
+const probeTimeout = 60_000
+const walkTimeout = 240_000
+
+/**
+ * Steps of the random ownership walk. Every outcome it checks for is reached by step ~300; a
+ * step costs ~25 ms on PostgreSQL under load, so the walk fits `walkTimeout` several times over.
+ */
+const modelSteps = 1000
+
 const probes = (makeStack: MakeStack) => {
   const run = <X, E>(effect: Effect.Effect<X, E, any>) => Effect.provide(effect, makeStack())
   const owned = (id: string, owner = A) => ownedRun(id, owner)
@@ -67,7 +79,7 @@ const probes = (makeStack: MakeStack) => {
       expect(yield* store.claimAndOwn("r", running(A, 31_000), B, 62_000, ev(A, B, 62_000))).toEqual({ _tag: "Activated" })
       expect(yield* store.transitionOwned("r", A, "completed")).toEqual({ _tag: "FenceLost" })
       expect(yield* facts("r")).toEqual(["claimed", "activated", "stolen", "activated"])
-    })))
+    })), probeTimeout)
 
   it.effect("evidence must name the recorded owner on all three fields; a near miss writes nothing", () =>
     run(Effect.gen(function*() {
@@ -83,7 +95,7 @@ const probes = (makeStack: MakeStack) => {
       expect((yield* store.steal("r", running(A, 1), C, 31_000, ev(A, C, 31_000)))._tag).not.toBe("Claimed")
       expect((yield* store.claimAndOwn("r", running(A, 1), C, 31_000, ev(A, C, 31_000)))._tag).not.toBe("Activated")
       expect(yield* everything).toEqual(before)
-    })))
+    })), probeTimeout)
 
   it.effect("recoverClaim refuses a wrong generation, a wrong claimant and evidence about anyone else", () =>
     run(Effect.gen(function*() {
@@ -113,7 +125,7 @@ const probes = (makeStack: MakeStack) => {
       expect(yield* store.steal("r", row, C, now, ev(A, C, now))).toEqual({ _tag: "Claimed", claimedAtMs: now })
       expect(yield* store.activate("r", C, now, row)).toEqual({ _tag: "Activated" })
       expect(yield* facts("r")).toEqual(["claimed", "activated", "stolen", "expired", "stolen", "activated"])
-    })))
+    })), probeTimeout)
 
   it.effect("a thief's pending claim cannot revive a run its owner settled meanwhile", () =>
     run(Effect.gen(function*() {
@@ -136,7 +148,7 @@ const probes = (makeStack: MakeStack) => {
       expect([row.status, row.owner, row.claim, row.stateJson]).toEqual(["completed", null, null, '{"done":1}'])
       expect(yield* attempts.put({ ...attempt, attempt: 1 }, B)).toEqual({ _tag: "FenceLost" })
       expect(yield* facts("r")).toEqual(["claimed", "activated", "stolen", "released", "released"])
-    })))
+    })), probeTimeout)
 
   it.effect("after the thief activates, the old owner's attempt writes are fenced and the new owner's land", () =>
     run(Effect.gen(function*() {
@@ -160,7 +172,7 @@ const probes = (makeStack: MakeStack) => {
       ])
       expect(yield* attempts.heartbeat("r", "s", 0, C, 31_001, { cp: "C" })).toEqual({ _tag: "Updated" })
       expect(yield* attempts.finish({ ...id, state: "failed", finishedAtMs: 31_002 }, C)).toEqual({ _tag: "Finished" })
-    })))
+    })), probeTimeout)
 
   it.effect("an attempt's heartbeat stamp never moves backwards", () =>
     run(Effect.gen(function*() {
@@ -172,7 +184,7 @@ const probes = (makeStack: MakeStack) => {
       expect(yield* attempts.heartbeat("r", "s", 0, A, 4_000, { late: true })).toEqual({ _tag: "Updated" })
       const stored = yield* attempts.get(id)
       expect(stored._tag === "Some" && [stored.value.heartbeatAtMs, stored.value.checkpoint]).toEqual([5_000, { late: true }])
-    })))
+    })), probeTimeout)
 
   it.effect("bad attempt input names the field and the rule and writes nothing", () =>
     run(Effect.gen(function*() {
@@ -199,7 +211,7 @@ const probes = (makeStack: MakeStack) => {
       }
       expect(reads).toBe(0)
       expect(yield* everything).toEqual(before)
-    })))
+    })), probeTimeout)
 
   it.effect("bad transition input names the field and the rule and writes nothing", () =>
     run(Effect.gen(function*() {
@@ -226,7 +238,7 @@ const probes = (makeStack: MakeStack) => {
         expect(error.message).toContain(field)
       }
       expect(yield* everything).toEqual(before)
-    })))
+    })), probeTimeout)
 
   it.effect("a hand-off inside the caller's write that then fails leaves row, lease and facts as before, and can be redone", () =>
     run(Effect.gen(function*() {
@@ -261,7 +273,7 @@ const probes = (makeStack: MakeStack) => {
       expect(entries.map((e) => e.eventType.replace("flows.consensus.", ""))).toEqual(["claimed", "activated", "stolen", "activated"])
       expect(entries.map((e) => e.seq)).toEqual([0, 1, 2, 3])
       expect(entries.slice(2).map((e) => (e.payload as any).owner)).toEqual([B, B])
-    })))
+    })), probeTimeout)
 
   it.effect("model: random ownership traffic keeps row, lease table and companion facts in agreement", () =>
     run(Effect.gen(function*() {
@@ -283,7 +295,7 @@ const probes = (makeStack: MakeStack) => {
       const terminal = new Map<string, string>()
       const lastStamp = new Map<string, number | null>()
       let fresh = 0
-      for (let step = 0; step < 1000; step++) {
+      for (let step = 0; step < modelSteps; step++) {
         const slot = rand(runs.length)
         if (terminal.has(runs[slot]!)) {
           runs[slot] = `m${runs.length + fresh++}`
@@ -406,7 +418,7 @@ const probes = (makeStack: MakeStack) => {
       for (const tag of ["op1:Activated", "op3:Activated", "op4:Claimed", "op8:Abandoned", "op9:Recovered", "op7:Transitioned"]) {
         expect([tag, reached.has(tag)]).toEqual([tag, true])
       }
-    })))
+    })), walkTimeout)
 }
 
 /** Two hosts (separate connections) over one database, each with its own stores and strategy build. */
@@ -531,7 +543,7 @@ const races = (hosts: Hosts) => {
           expect(lease?.claim_nonce ?? null).toEqual(row.claim?.nonce ?? null)
         }
       }).pipe(Effect.provide(one))
-    }).pipe(Effect.scoped))
+    }).pipe(Effect.scoped), walkTimeout)
 
   it.live("race: each pair of competing hand-offs has exactly one winner, on two connections", () =>
     Effect.gen(function*() {
@@ -619,7 +631,7 @@ const races = (hosts: Hosts) => {
         expect(lease[0]?.claim_nonce ?? null).toEqual(null)
       }
       expect(wins.twoThieves).toBe(12)
-    }).pipe(Effect.scoped))
+    }).pipe(Effect.scoped), walkTimeout)
 }
 
 /** SQLite: Effect's Clock is the reference, so the allowance's edges are exact. */
@@ -678,7 +690,7 @@ const sqliteOnly = () => {
         _tag: "Claimed",
         claimedAtMs: 140_001
       })
-    }).pipe(Effect.provide(sqliteStack())))
+    }).pipe(Effect.provide(sqliteStack())), probeTimeout)
 
   it.effect("keepAlive started late counts its budget from the stored stamp, not from its own start", () =>
     Effect.gen(function*() {
@@ -702,7 +714,7 @@ const sqliteOnly = () => {
       expect(yield* Fiber.join(loop)).toEqual({ _tag: "Lapsed", unconfirmedMs: 19_000 })
       // It stopped while even a peer reading 10 s ahead (the most admitted) still sees the lease fresh.
       expect(yield* store.steal("r", running(A, 0), B, 29_000, ev(A, B, 29_000))).toEqual({ _tag: "HeartbeatFresh" })
-    }).pipe(Effect.provide(sqliteStack())))
+    }).pipe(Effect.provide(sqliteStack())), probeTimeout)
 }
 
 const serverMs = Effect.flatMap(SqlClient.SqlClient, (sql) =>
@@ -741,7 +753,7 @@ const hostClockAhead = (makeStack: MakeStack) => {
       yield* TestClock.setTime((yield* serverMs) + 5_000)
       expect(yield* store.activate("r", A, now, pending)).toEqual({ _tag: "Activated" })
       expect((yield* store.get("r")).heartbeatAtMs! - (yield* serverMs)).toBeLessThanOrEqual(10_000)
-    }).pipe(Effect.provide(makeStack())))
+    }).pipe(Effect.provide(makeStack())), probeTimeout)
 }
 
 describe("break probes (SQLite)", () => {

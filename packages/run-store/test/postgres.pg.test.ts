@@ -192,7 +192,8 @@ describe.skipIf(url === undefined)("PostgreSQL protocol", () => {
         expect(error.code).toBe("invalid_run")
         const cause = error.cause as { field: string; nowMs: number; clockMs: number; detail: string }
         expect([cause.field, cause.nowMs, cause.detail]).toEqual(["nowMs", ahead, "database clock"])
-        expect(Math.abs(cause.clockMs - (ahead - 60_000))).toBeLessThan(5_000)
+        // The database clock, not the host's 60 s lead; the slack is the loop's real time, so it is wide.
+        expect(Math.abs(cause.clockMs - (ahead - 60_000))).toBeLessThan(30_000)
       }
       expect(yield* sql`SELECT * FROM flows_runs WHERE run_id <> 'free' ORDER BY run_id`).toEqual(rowsBefore)
       expect(yield* sql`SELECT * FROM flows_consensus_leases ORDER BY run_id`).toEqual(leasesBefore)
