@@ -25,6 +25,13 @@ import { pgHosts } from "./support/pgHosts.js"
 
 type Stack = Context.Context<Journal | Consensus.Consensus | DurableWriter | SqlClient.SqlClient>
 
+// Every test names its timeout: a run outside the workspace config (a package's own `vitest run`)
+// would otherwise get vitest's 5 s. Sized for a loaded 2-core machine: a probe is one scenario
+// (well under a second idle); a walk or race across connections is bounded by its iteration
+// count (the 2000-step strategy walk takes ~11 s on PostgreSQL under load), never by time.
+const probeTimeout = 60_000
+const walkTimeout = 240_000
+
 const tempFile = () => path.join(mkdtempSync(path.join(tmpdir(), "baton-break-")), "journal.db")
 const on = <A, E>(host: Stack, effect: Effect.Effect<A, E, any>) => Effect.provide(effect, host) as Effect.Effect<A, E>
 const journalOf = (host: Stack) => Context.get(host, Journal)
@@ -64,7 +71,7 @@ describe("BreakTest: admission errors", () => {
       yield* journal.flush
       expect(yield* count("flows_journal_events")).toBe(0)
       expect(yield* count("flows_journal_heads")).toBe(0)
-    }).pipe(Effect.provide(TestJournal.layer())))
+    }).pipe(Effect.provide(TestJournal.layer())), probeTimeout)
 
   it.effect("refusals (oversize, fence_lost, conflict) write no row, no head and consume no sourceSeq", () =>
     Effect.gen(function*() {
@@ -81,7 +88,7 @@ describe("BreakTest: admission errors", () => {
       expect(conflict.code).toBe("idempotency_conflict")
       expect(yield* journal.emitDurableUnfenced(ev("r", { a: 3 }))).toEqual({ _tag: "Accepted", seq: 1, sourceSeq: 1 })
       expect((yield* rows("r")).map((row) => [row.seq, row.source_seq])).toEqual([[0, 0], [1, 1]])
-    }).pipe(Effect.provide(TestJournal.layer({ maxEntryBytes: 100 }))))
+    }).pipe(Effect.provide(TestJournal.layer({ maxEntryBytes: 100 }))), probeTimeout)
 
   it.effect("secrets redacting to one placeholder are the same event", () =>
     Effect.gen(function*() {
@@ -94,7 +101,7 @@ describe("BreakTest: admission errors", () => {
         status: "committed"
       })
       expect((yield* rows("r")).map((row) => row.payload_json)).toEqual([`{"n":1,"token":"[REDACTED]"}`])
-    }).pipe(Effect.provide(TestJournal.layer())))
+    }).pipe(Effect.provide(TestJournal.layer())), probeTimeout)
 })
 
 describe("BreakTest: lossy identities", () => {
@@ -115,7 +122,7 @@ describe("BreakTest: lossy identities", () => {
       expect((yield* Effect.flip(journal.emitLossy(x(2)))).code).toBe("idempotency_conflict")
       yield* journal.flush
       expect((yield* rows("r")).length).toBe(2)
-    }).pipe(Effect.provide(TestJournal.layer({ identityCache: 1 }))))
+    }).pipe(Effect.provide(TestJournal.layer({ identityCache: 1 }))), probeTimeout)
 
   it.effect("a conflicting entry loses only itself: its batch neighbours commit with contiguous seqs", () =>
     Effect.gen(function*() {
@@ -142,7 +149,7 @@ describe("BreakTest: lossy identities", () => {
       ])
       expect((yield* rows("q")).map((row) => [row.seq, row.payload_json])).toEqual([[0, `{"a":true}`]])
       expect(yield* journal.emitDurableUnfenced(ev("r", { n: 3 }))).toMatchObject({ seq: 3, sourceSeq: 2 })
-    }).pipe(Effect.provide(TestJournal.layer({ identityCache: 1 }))))
+    }).pipe(Effect.provide(TestJournal.layer({ identityCache: 1 }))), probeTimeout)
 
   it.effect("an implicit sourceSeq never reuses an explicit one still queued on the lossy channel", () =>
     Effect.gen(function*() {
@@ -170,7 +177,7 @@ describe("BreakTest: lossy identities", () => {
       yield* journal.flush
       expect((yield* rows("q")).map((row) => row.payload_json).sort()).toEqual([`{"explicit":0}`, `{"implicit":true}`])
       expect((yield* rows("r")).map((row) => row.payload_json).sort()).toEqual([`{"explicit":0}`, `{"implicit":true}`])
-    }).pipe(Effect.provide(TestJournal.layer())), 10_000)
+    }).pipe(Effect.provide(TestJournal.layer())), probeTimeout)
 })
 
 const twoConnections = (name: string, hosts: (options?: { readonly pollInterval?: string }) => Effect.Effect<readonly [Stack, Stack], unknown, Scope.Scope>) =>
@@ -209,7 +216,7 @@ describe(`BreakTest: two connections on ${name}`, () => {
       const stored = yield* on(one, rows("r"))
       expect(stored.map((row) => row.seq)).toEqual(Array.from({ length: 30 }, (_, i) => i))
       expect(new Set(stored.map((row) => row.source_seq)).size).toBe(30)
-    }).pipe(Effect.scoped), 60_000)
+    }).pipe(Effect.scoped), walkTimeout)
 
   it.live("a fence lost to another connection's steal blocks every fenced write of the old owner", () =>
     Effect.gen(function*() {
@@ -246,7 +253,7 @@ describe(`BreakTest: two connections on ${name}`, () => {
       expect(yield* on(one, count("flows_journal_checkpoints"))).toBe(0)
       expect((yield* on(one, rows("r"))).length).toBe(2)
       expect(yield* journalOf(two).emitDurable(ev("r", { thief: true }), B)).toMatchObject({ seq: 2, sourceSeq: 2 })
-    }).pipe(Effect.scoped), 60_000)
+    }).pipe(Effect.scoped), walkTimeout)
 
   it.live("a stream from afterSequence sees every later entry exactly once while two connections append", () =>
     Effect.gen(function*() {
@@ -263,7 +270,7 @@ describe(`BreakTest: two connections on ${name}`, () => {
       ], { concurrency: 2 })
       const seen = Chunk.toReadonlyArray(yield* Fiber.join(follower)).map((entry) => entry.seq)
       expect(seen).toEqual(Array.from({ length: 61 }, (_, i) => i + 4))
-    }).pipe(Effect.scoped), 60_000)
+    }).pipe(Effect.scoped), walkTimeout)
 })
 
 twoConnections("one SQLite file", twoHosts)
@@ -304,7 +311,7 @@ describe("BreakTest: entries boundaries", () => {
       expect((yield* Effect.flip(journal.compact({ runId: "r", upTo: 4 }, A))).code).toBe("checkpoint_invalid")
       expect((yield* Effect.flip(journal.checkpoint({ runId: "r", seq: 5, state: {} }, A))).code).toBe("checkpoint_invalid")
       expect(yield* journal.emitDurable(ev("r", {}), A)).toMatchObject({ seq: 10 })
-    }).pipe(Effect.provide(TestJournal.layer())))
+    }).pipe(Effect.provide(TestJournal.layer())), probeTimeout)
 })
 
 // A small deterministic PRNG so a failure replays.
@@ -316,8 +323,7 @@ const prng = (seed: number) => () => {
 const agree = (
   name: string,
   database: () => Layer.Layer<DurableWriter | SqlClient.SqlClient, unknown>,
-  steps: number,
-  timeout?: number
+  steps: number
 ) =>
 describe(`BreakTest: layerLocal and SqlConsensus on ${name} agree`, () => {
   it.effect("a random operation sequence yields the same outcomes and guards on both strategies", () =>
@@ -396,7 +402,7 @@ describe(`BreakTest: layerLocal and SqlConsensus on ${name} agree`, () => {
           "guard:fence_lost"
         ]
       ) expect(seen.has(branch), `${branch} in ${[...seen].join(" ")}`).toBe(true)
-    }).pipe(Effect.scoped), timeout)
+    }).pipe(Effect.scoped), walkTimeout)
 
   it.effect("extreme owners and times round-trip: safe-integer pids and clocks, 1024-unit non-ASCII ids", () =>
     Effect.gen(function*() {
@@ -430,10 +436,10 @@ describe(`BreakTest: layerLocal and SqlConsensus on ${name} agree`, () => {
       expect(expected[6]).toEqual({ _tag: "Rejected", reason: "owner_live" })
       expect(expected[7]).toEqual({ _tag: "Granted", grantedAtMs: t0 + 6 + S })
       expect(expected[9]).toEqual({ _tag: "Renewed", heartbeatAtMs: Number.MAX_SAFE_INTEGER })
-    }).pipe(Effect.scoped), timeout)
+    }).pipe(Effect.scoped), probeTimeout)
 })
 
 agree("SQLite", () => TestDatabase.layer, 2000)
 describe.skipIf(pgUrl === undefined)("PostgreSQL", () => {
-  agree("PostgreSQL", () => TestDatabase.layerPostgres(pgUrl!), 2000, 120_000)
+  agree("PostgreSQL", () => TestDatabase.layerPostgres(pgUrl!), 2000)
 })
