@@ -21,6 +21,13 @@ import { completion, spawnFixture } from "./support/processes.js"
 
 afterAll(removeTempDirs)
 
+// Every test names its timeout: a run outside the workspace config (a package's own `vitest run`)
+// would otherwise get vitest's 5 s. Sized for a loaded 2-core machine: a probe is one scenario
+// (well under a second idle); a test that spawns processes or races several opens waits on
+// process start-up and the open ladder, seconds each under load.
+const probeTimeout = 60_000
+const processTimeout = 240_000
+
 const fixture = (name: string) => new URL(`./fixtures/${name}.ts`, import.meta.url)
 
 const pgUrl = TestDatabase.postgresTestUrl("database: BreakTest")
@@ -67,11 +74,12 @@ describe("nested writes run concurrently inside one write", () => {
   })
 
   it.live("SQLite: a failing sibling savepoint neither keeps its row nor discards a sibling that succeeded", () =>
-    siblings.pipe(Effect.provide(TestDatabase.layer)))
+    siblings.pipe(Effect.provide(TestDatabase.layer)), probeTimeout)
 
   it.live.skipIf(pgUrl === undefined)(
     "PostgreSQL: a failing sibling savepoint neither keeps its row nor discards a sibling that succeeded",
-    () => siblings.pipe(Effect.provide(TestDatabase.layerPostgres(pgUrl!)))
+    () => siblings.pipe(Effect.provide(TestDatabase.layerPostgres(pgUrl!))),
+    probeTimeout
   )
 })
 
@@ -102,8 +110,8 @@ describe("real driver failures are classified once, with their stable code, and 
       expect([name, yield* Ref.get(attempts)]).toEqual([name, 1])
     }
   })
-  it.effect("SQLite", () => classified.pipe(Effect.provide(TestDatabase.layer)))
-  it.live.skipIf(pgUrl === undefined)("PostgreSQL", () => classified.pipe(Effect.provide(TestDatabase.layerPostgres(pgUrl!))))
+  it.effect("SQLite", () => classified.pipe(Effect.provide(TestDatabase.layer)), probeTimeout)
+  it.live.skipIf(pgUrl === undefined)("PostgreSQL", () => classified.pipe(Effect.provide(TestDatabase.layerPostgres(pgUrl!))), probeTimeout)
 })
 
 describe("interruption mid-write", () => {
@@ -133,7 +141,7 @@ describe("interruption mid-write", () => {
       } finally {
         db.close()
       }
-    }))
+    }), probeTimeout)
 
   it.live("interrupting a write inside a nested savepoint rolls back the whole transaction", () =>
     Effect.gen(function*() {
@@ -152,7 +160,7 @@ describe("interruption mid-write", () => {
       expect(yield* names).toEqual([])
       yield* writer.write(sql`INSERT INTO items (name) VALUES ('next')`).pipe(Effect.timeout("5 seconds"))
       expect(yield* names).toEqual(["next"])
-    }).pipe(Effect.provide(TestDatabase.layer)))
+    }).pipe(Effect.provide(TestDatabase.layer)), probeTimeout)
 
   const timedOutNested = Effect.gen(function*() {
     const { names, sql, writer } = yield* items
@@ -174,11 +182,12 @@ describe("interruption mid-write", () => {
   })
 
   it.live("SQLite: a nested write interrupted by a timeout rolls back its savepoint; the enclosing write goes on and commits", () =>
-    timedOutNested.pipe(Effect.provide(TestDatabase.layer)))
+    timedOutNested.pipe(Effect.provide(TestDatabase.layer)), probeTimeout)
 
   it.live.skipIf(pgUrl === undefined)(
     "PostgreSQL: a nested write interrupted mid-statement by a timeout rolls back its savepoint; the enclosing write goes on and commits",
-    () => timedOutNested.pipe(Effect.provide(TestDatabase.layerPostgres(pgUrl!)))
+    () => timedOutNested.pipe(Effect.provide(TestDatabase.layerPostgres(pgUrl!))),
+    probeTimeout
   )
 
   it.live("interrupting a write during its retry backoff stops the replays", () =>
@@ -194,7 +203,7 @@ describe("interruption mid-write", () => {
       expect(Exit.isInterrupted(yield* Fiber.interrupt(fiber))).toBe(true)
       yield* Effect.sleep("300 millis")
       expect(yield* Ref.get(attempts)).toBe(before)
-    }).pipe(Effect.provide(TestDatabase.layerWith({ writer: { baseDelayMs: 50, maxDelayMs: 50, maxAttempts: 100 } }))))
+    }).pipe(Effect.provide(TestDatabase.layerWith({ writer: { baseDelayMs: 50, maxDelayMs: 50, maxAttempts: 100 } }))), probeTimeout)
 })
 
 describe("a process killed mid-write (SIGKILL)", () => {
@@ -231,7 +240,7 @@ describe("a process killed mid-write (SIGKILL)", () => {
       return (yield* sql<{ n: number }>`SELECT count(*) AS n FROM items`)[0]!.n
     }).pipe(Effect.provide(SqliteDatabase.layer({ filename, writer: { maxAttempts: 1 } }))))
     expect(count).toBe(1)
-  }, 60_000)
+  }, processTimeout)
 
   it("a pass killed inside a migration leaves nothing applied, and the next pass applies every migration", async () => {
     const filename = path.join(tempDir(), "baton.db")
@@ -245,7 +254,7 @@ describe("a process killed mid-write (SIGKILL)", () => {
     }).pipe(Effect.provide(SqliteDatabase.layer({ filename }))))
     expect(applied.map((m) => m.id)).toEqual([20_001, 20_002])
     expect(rows).toEqual([{ n: 7 }])
-  }, 60_000)
+  }, processTimeout)
 })
 
 describe("SQLite read-only client while another process holds the write lock", () => {
@@ -288,7 +297,7 @@ describe("SQLite read-only client while another process holds the write lock", (
       fs.writeFileSync(releaseFile, "")
       await done
     }
-  }, 60_000)
+  }, processTimeout)
 })
 
 describe("SQLite sidecars", () => {
@@ -308,7 +317,7 @@ describe("SQLite sidecars", () => {
         Effect.provide(SqliteDatabase.layer({ filename })),
         Effect.ensuring(Effect.sync(() => process.umask(previous)))
       )
-    }))
+    }), probeTimeout)
 })
 
 describe("SQLite read-only open of a WAL database", () => {
@@ -334,7 +343,7 @@ describe("SQLite read-only open of a WAL database", () => {
       )
       expect(rows).toEqual([{ x: 42 }])
       expect(snapshot(dir)["baton.db"]).toBe(before["baton.db"])
-    }))
+    }), probeTimeout)
 })
 
 describe("several openers of one SQLite file in one process", () => {
@@ -379,7 +388,7 @@ describe("several openers of one SQLite file in one process", () => {
       )
       const [row] = yield* hosts[0]!.sql<{ value: number }>`SELECT value FROM counter WHERE id = 1`
       expect(row!.value).toBe(80)
-    }).pipe(Effect.scoped))
+    }).pipe(Effect.scoped), processTimeout)
 })
 
 describe("afterCommit order and savepoint: false under a raw savepoint", () => {
@@ -399,7 +408,7 @@ describe("afterCommit order and savepoint: false under a raw savepoint", () => {
         yield* hook("5")
       }))
       expect(yield* Ref.get(runs)).toEqual(["1", "2", "3", "4", "5"])
-    }).pipe(Effect.provide(TestDatabase.layer)))
+    }).pipe(Effect.provide(TestDatabase.layer)), probeTimeout)
 
   it.effect("a savepoint: false write failing under a raw savepoint uses a savepoint: caught, it rolls back alone", () =>
     Effect.gen(function*() {
@@ -414,7 +423,7 @@ describe("afterCommit order and savepoint: false under a raw savepoint", () => {
         }))
       }))
       expect(yield* names).toEqual(["outer", "raw"])
-    }).pipe(Effect.provide(TestDatabase.layer)))
+    }).pipe(Effect.provide(TestDatabase.layer)), probeTimeout)
 })
 
 describe("afterCommit and a failing COMMIT", () => {
@@ -444,7 +453,7 @@ describe("afterCommit and a failing COMMIT", () => {
         const [row] = yield* sql<{ n: number }>`SELECT count(*) AS n FROM child`
         expect(row!.n).toBe(0)
       }).pipe(Effect.provide(SqliteDatabase.layer({ filename })))
-    }))
+    }), probeTimeout)
 })
 
 describe("Migrations", () => {
@@ -465,7 +474,7 @@ describe("Migrations", () => {
       expect(error.message).toBe("migration 1 is recorded as app_a but this build declares app_b")
       const sql = yield* SqlClient.SqlClient
       expect((yield* sql<{ n: number }>`SELECT count(*) AS n FROM sqlite_master WHERE name IN ('a2', 'b2')`)[0]!.n).toBe(0)
-    }).pipe(Effect.provide(TestDatabase.layer)))
+    }).pipe(Effect.provide(TestDatabase.layer)), probeTimeout)
 
   it.live("a migration failing busy once replays the whole pass: every migration applied once, earlier effects re-run", () =>
     Effect.gen(function*() {
@@ -485,7 +494,7 @@ describe("Migrations", () => {
       expect(applied.map((m) => m.id)).toEqual([1, 2])
       expect(yield* Ref.get(runs)).toEqual(["a", "b", "a", "b"])
       expect((yield* Migrations.status([set({ "0001_a": Effect.void, "0002_b": Effect.void })])).applied.length).toBe(2)
-    }).pipe(Effect.provide(TestDatabase.layer)))
+    }).pipe(Effect.provide(TestDatabase.layer)), probeTimeout)
 
   it.live("a migration always failing busy stops after options.retry.maxAttempts with a busy DatabaseError, nothing applied", () =>
     Effect.gen(function*() {
@@ -501,7 +510,7 @@ describe("Migrations", () => {
       expect(status.applied).toEqual([])
       const sql = yield* SqlClient.SqlClient
       expect((yield* sql<{ n: number }>`SELECT count(*) AS n FROM sqlite_master WHERE name = 'a'`)[0]!.n).toBe(0)
-    }).pipe(Effect.provide(TestDatabase.layer)))
+    }).pipe(Effect.provide(TestDatabase.layer)), probeTimeout)
 
   it.effect("a package composed later in a lower block is applied, not a hole (holes are per block)", () =>
     Effect.gen(function*() {
@@ -510,7 +519,7 @@ describe("Migrations", () => {
       expect((yield* Migrations.run([later])).map((m) => m.id)).toEqual([1001])
       expect((yield* Migrations.run([lower, later])).map((m) => m.id)).toEqual([1])
       expect((yield* Migrations.status([lower, later])).pending).toEqual([])
-    }).pipe(Effect.provide(TestDatabase.layer)))
+    }).pipe(Effect.provide(TestDatabase.layer)), probeTimeout)
 
   it.effect("a failing migration in a later set leaves the earlier sets' migrations of the pass unapplied", () =>
     Effect.gen(function*() {
@@ -528,7 +537,7 @@ describe("Migrations", () => {
       expect(status.pending.map((m) => m.id)).toEqual([1, 1001, 1002])
       const sql = yield* SqlClient.SqlClient
       expect((yield* sql<{ n: number }>`SELECT count(*) AS n FROM sqlite_master WHERE name IN ('t1', 't2')`)[0]!.n).toBe(0)
-    }).pipe(Effect.provide(TestDatabase.layer)))
+    }).pipe(Effect.provide(TestDatabase.layer)), probeTimeout)
 })
 
 describe.skipIf(pgUrl === undefined)("PostgreSQL", () => {
@@ -565,7 +574,7 @@ describe.skipIf(pgUrl === undefined)("PostgreSQL", () => {
       expect(yield* Ref.get(hooks)).toBe(1)
       const [row] = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM t`
       expect(row!.n).toBe(1)
-    }).pipe(Effect.provide(TestDatabase.layerPostgres(pgUrl!))))
+    }).pipe(Effect.provide(TestDatabase.layerPostgres(pgUrl!))), probeTimeout)
 
   it.live("a COMMIT failing on a deferred unique constraint is a typed constraint failure, run once, hook never run", () =>
     Effect.gen(function*() {
@@ -589,7 +598,7 @@ describe.skipIf(pgUrl === undefined)("PostgreSQL", () => {
       yield* writer.write(sql`INSERT INTO u (x) VALUES (2)`)
       const rows = yield* sql<{ x: number }>`SELECT x FROM u ORDER BY x`
       expect(rows.map((r) => r.x)).toEqual([1, 2])
-    }).pipe(Effect.provide(TestDatabase.layerPostgres(pgUrl!))))
+    }).pipe(Effect.provide(TestDatabase.layerPostgres(pgUrl!))), probeTimeout)
 
   it.live("interrupting a write mid-statement cancels it: nothing commits and another pool writes at once", () =>
     Effect.gen(function*() {
@@ -612,7 +621,7 @@ describe.skipIf(pgUrl === undefined)("PostgreSQL", () => {
       )
       const rows = yield* b.sql<{ x: number }>`SELECT x FROM t ORDER BY x`
       expect(rows.map((r) => r.x)).toEqual([2])
-    }).pipe(Effect.scoped))
+    }).pipe(Effect.scoped), probeTimeout)
 
   it.live("a write whose connection is killed mid-body fails io once, commits nothing, and the next write succeeds", () =>
     Effect.gen(function*() {
@@ -639,7 +648,7 @@ describe.skipIf(pgUrl === undefined)("PostgreSQL", () => {
       }
       const rows = yield* sql<{ x: number }>`SELECT x FROM t`
       expect(rows.map((r) => r.x)).toEqual([2, 2, 2])
-    }).pipe(Effect.provide(TestDatabase.layerPostgres(pgUrl!))))
+    }).pipe(Effect.provide(TestDatabase.layerPostgres(pgUrl!))), probeTimeout)
 
   it.live("schemas are isolated: locks, keys and the ledger of one schema do not reach another", () =>
     Effect.gen(function*() {
@@ -675,7 +684,7 @@ describe.skipIf(pgUrl === undefined)("PostgreSQL", () => {
         yield* Fiber.join(holder)
         expect(Exit.isSuccess(exit)).toBe(true)
       }
-    }).pipe(Effect.scoped))
+    }).pipe(Effect.scoped), probeTimeout)
 })
 
 describe("layer options are refused before anything is opened or created", () => {
@@ -704,7 +713,7 @@ describe("layer options are refused before anything is opened or created", () =>
           expect((Cause.squash(exit.cause) as Error).message).toContain(`SqliteDatabase option ${rule}`)
         }
         expect(fs.existsSync(dir)).toBe(false)
-      }))
+      }), probeTimeout)
   }
 
   const pgCases: ReadonlyArray<readonly [string, Record<string, unknown>, string, string]> = [
@@ -732,6 +741,6 @@ describe("layer options are refused before anything is opened or created", () =>
           if (rule !== "") expect(error.message).toContain(`PgDatabase option ${rule}`)
           expect(error.message).not.toContain("secret")
         }
-      }))
+      }), probeTimeout)
   }
 })

@@ -78,14 +78,15 @@ describe.skipIf(url === undefined)("PgDatabase.layerClock", () => {
         const first = yield* Clock.currentTimeMillis
         const server = yield* serverMs
         expect(clock.unsafeCurrentTimeMillis() - server).toBeGreaterThan(39_000)
-        expect(Math.abs(first - server)).toBeLessThan(1000)
+        // Near the server, not 40 s off; the slack covers a loaded machine's delay between the two reads.
+        expect(Math.abs(first - server)).toBeLessThan(10_000)
         clock.wallOffsetMs = -20_000
         yield* resyncRounds(clock, 2)
         yield* realWait(100)
         const second = yield* Clock.currentTimeMillis
         const serverLater = yield* serverMs
         expect(second).toBeGreaterThanOrEqual(first + 100)
-        expect(Math.abs(second - serverLater)).toBeLessThan(1000)
+        expect(Math.abs(second - serverLater)).toBeLessThan(10_000)
       })
     )
   })
