@@ -47,8 +47,8 @@ const untilReleased: Effect.Effect<boolean, SqlError, SqlClient.SqlClient> = Eff
 
 /**
  * A second `PgDatabase` on the suite's schema, reached through a black-hole proxy,
- * with a write that has locked the probe row; `silence` black-holes the proxy and
- * lets the write's body send its next statement, which is never answered.
+ * with a write that locks the probe row; `silence` black-holes the proxy and lets
+ * the write's body send its next statement, which is never answered.
  */
 const stuckWrite = (pgUrl: string, options: Partial<PgDatabase.PgDatabaseOptions>) =>
   Effect.gen(function*() {
@@ -81,7 +81,7 @@ const stuckWrite = (pgUrl: string, options: Partial<PgDatabase.PgDatabaseOptions
       Effect.sync(() => proxy.blackHole()),
       Deferred.succeed(silenced, undefined)
     )
-    return { write, locked, silence } as const
+    return { write, locked, silence, sql, writer, proxy } as const
   })
 
 describe.skipIf(url === undefined)("PgDatabase over a connection that goes silent", () => {
@@ -108,9 +108,25 @@ describe.skipIf(url === undefined)("PgDatabase over a connection that goes silen
       const fiber = yield* Effect.fork(Effect.exit(Effect.timeout(write, Duration.seconds(1))))
       yield* Deferred.await(locked)
       yield* silence
-      // The write itself never returns (its statement is never answered), and before the
-      // fix the timeout waited on it forever; 15 s is a wide margin over the 1 s timeout.
+      // The write itself never returns (its statement is never answered); an interruption
+      // that waited on it would wait forever. 15 s is a wide margin over the 1 s timeout.
       const outcome = yield* Fiber.join(fiber).pipe(Effect.timeoutOption(Duration.seconds(15)))
+      expect(Option.isSome(outcome)).toBe(true)
+      const exit = Option.getOrThrow(outcome)
+      expect(Exit.isFailure(exit) && Cause.isTimeoutException(Cause.squash(exit.cause))).toBe(true)
+    }).pipe(Effect.scoped, Effect.provide(TestDatabase.layerPostgres(pgUrl))))
+
+  it.live("Effect.timeout around a write whose BEGIN goes out on a silent connection returns on time", () =>
+    Effect.gen(function*() {
+      const { proxy, sql, writer } = yield* stuckWrite(pgUrl, {})
+      // The pool keeps this connection idle; the write's BEGIN takes it after the link went silent.
+      yield* sql`SELECT 1`
+      proxy.blackHole()
+      const outcome = yield* writer.write(sql`UPDATE silent_probe SET v = v + 1 WHERE id = 1`).pipe(
+        Effect.timeout(Duration.seconds(1)),
+        Effect.exit,
+        Effect.timeoutOption(Duration.seconds(15))
+      )
       expect(Option.isSome(outcome)).toBe(true)
       const exit = Option.getOrThrow(outcome)
       expect(Exit.isFailure(exit) && Cause.isTimeoutException(Cause.squash(exit.cause))).toBe(true)
