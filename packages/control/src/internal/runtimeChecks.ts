@@ -159,15 +159,6 @@ export const planAfterIssue = "after: must be a plan position this listing retur
 export const claimLost = (runId: string, reason?: string) =>
   new ClaimLost(reason === undefined ? { runId } : { runId, reason })
 
-/** Decode with a schema, mapping failure to a message naming the path. */
-export const decodeWith = <A, I>(schema: Schema.Schema<A, I>) => {
-  const decode = Schema.decodeUnknownEither(schema)
-  return (value: unknown): { readonly ok: true; readonly value: A } | { readonly ok: false; readonly message: string } => {
-    const result = decode(value)
-    return result._tag === "Right" ? { ok: true, value: result.right } : { ok: false, message: String(result.left.message) }
-  }
-}
-
 /** True when `s` is durable text (re-exported for callers that only need the predicate). */
 export { isDurableText }
 
