@@ -54,8 +54,8 @@ const stuckWrite = (pgUrl: string, options: Partial<PgDatabase.PgDatabaseOptions
   Effect.gen(function*() {
     const direct = yield* SqlClient.SqlClient
     const schema = yield* currentSchema
-    // Registered first, so the layer closes after the proxy stopped and cut every socket:
-    // ending a pool politely over silent connections would wait for goodbyes that never come.
+    // Registered first, so the layer closes after the proxy stopped and cut every socket: the
+    // silent sessions then end at once and hold no lock the suite's schema drop would wait for.
     const layerScope = yield* Scope.make()
     yield* Effect.addFinalizer((exit) => Scope.close(layerScope, exit))
     const proxy = yield* BlackHoleProxy.make()
@@ -130,6 +130,21 @@ describe.skipIf(url === undefined)("PgDatabase over a connection that goes silen
       expect(Option.isSome(outcome)).toBe(true)
       const exit = Option.getOrThrow(outcome)
       expect(Exit.isFailure(exit) && Cause.isTimeoutException(Cause.squash(exit.cause))).toBe(true)
+    }).pipe(Effect.scoped, Effect.provide(TestDatabase.layerPostgres(pgUrl))))
+
+  it.live("closing a PgDatabase whose connections went silent returns", () =>
+    Effect.gen(function*() {
+      const schema = yield* currentSchema
+      const proxy = yield* BlackHoleProxy.make()
+      const layerScope = yield* Scope.make()
+      const context = yield* Layer.buildWithScope(
+        PgDatabase.layer({ url: viaProxy(pgUrl, proxy.port), schema, maxConnections: 2 }),
+        layerScope
+      )
+      yield* Context.get(context, SqlClient.SqlClient)`SELECT 1`
+      proxy.blackHole()
+      const closed = yield* Scope.close(layerScope, Exit.void).pipe(Effect.timeoutOption(Duration.seconds(15)))
+      expect(Option.isSome(closed)).toBe(true)
     }).pipe(Effect.scoped, Effect.provide(TestDatabase.layerPostgres(pgUrl))))
 
   it.live("interrupting a write stuck on a silent connection returns and its session still ends on the server", () =>
