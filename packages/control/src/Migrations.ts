@@ -8,9 +8,11 @@ import * as DatabaseMigrations from "@baton/database/Migrations"
 import type * as SqlClient from "@effect/sql/SqlClient"
 import type { Effect, Layer } from "effect"
 import initial from "./migrations/0001_initial.js"
+import hosts from "./migrations/0002_hosts.js"
 
 /**
- * The `control` migration set (`0001_initial`, ledger id 2001), registered with the database ledger.
+ * The `control` migration set (`0001_initial`, ledger id 2001; `0002_hosts`, 2002: the host presence
+ * table of `HostPresence`), registered with the database ledger.
  *
  * @since 0.1.0
  * @category migrations
@@ -18,7 +20,7 @@ import initial from "./migrations/0001_initial.js"
 export const set: DatabaseMigrations.MigrationSet = {
   namespace: "control",
   idOffset: 2000,
-  migrations: { "0001_initial": initial }
+  migrations: { "0001_initial": initial, "0002_hosts": hosts }
 }
 
 /**

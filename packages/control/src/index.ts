@@ -44,6 +44,13 @@ export * as ControlError from "./ControlError.js"
 export * as ControlExecutor from "./ControlExecutor.js"
 
 /**
+ * Host presence: the live hosts and the flows they serve.
+ *
+ * @since 0.1.0
+ */
+export * as HostPresence from "./HostPresence.js"
+
+/**
  * The low-level control port and its memory runtime.
  *
  * @since 0.1.0

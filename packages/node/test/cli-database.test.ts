@@ -138,7 +138,7 @@ describe("cli on a migrated empty database", () => {
     const newer = path.join(dir, "newer.db")
     await migratedDatabase(newer)
     // A later control migration this build does not know.
-    const ahead = spawnSync("python3", ["-c", `import sqlite3; c = sqlite3.connect(${JSON.stringify(newer)}); c.execute("insert into flows_migrations values (2002, 'control', 'future', 0)"); c.commit(); c.close()`])
+    const ahead = spawnSync("python3", ["-c", `import sqlite3; c = sqlite3.connect(${JSON.stringify(newer)}); c.execute("insert into flows_migrations values (2999, 'control', 'future', 0)"); c.commit(); c.close()`])
     expect(ahead.status, String(ahead.stderr)).toBe(0)
     for (const args of [["runs"], ["cancel", "run-1"]]) {
       const result = await baton(...args, "--db", newer)
@@ -147,14 +147,14 @@ describe("cli on a migrated empty database", () => {
     }
     const older = path.join(dir, "older.db")
     await migratedDatabase(older)
-    // As if written before control's first migration existed (its tables are already there; only the
-    // ledger row is missing, which is what a read verb inspects).
-    const behind = spawnSync("python3", ["-c", `import sqlite3; c = sqlite3.connect(${JSON.stringify(older)}); c.execute("delete from flows_migrations where migration_id = 2001"); c.commit(); c.close()`])
+    // As if written before control's migrations existed (its tables are already there; only the
+    // ledger rows are missing, which is what a read verb inspects).
+    const behind = spawnSync("python3", ["-c", `import sqlite3; c = sqlite3.connect(${JSON.stringify(older)}); c.execute("delete from flows_migrations where namespace = 'control'"); c.commit(); c.close()`])
     expect(behind.status, String(behind.stderr)).toBe(0)
     const read = await baton("runs", "--db", older)
     expect(read.code).toBe(5)
-    // Control's whole set is missing (its one migration): named as a missing set, not an older schema.
-    expect(read.stderr).toContain(`${older} lacks the control migration set (1 migration pending); any mutating command or a host start applies them`)
+    // Control's whole set is missing (both its migrations): named as a missing set, not an older schema.
+    expect(read.stderr).toContain(`${older} lacks the control migration set (2 migrations pending); any mutating command or a host start applies them`)
     const doctor = await baton("doctor", "--db", older)
     expect(doctor.stderr).toContain("lacks the control migration set")
   })
