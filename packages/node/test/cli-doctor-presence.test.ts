@@ -5,6 +5,7 @@
  */
 import * as SqliteDatabase from "@baton/database/SqliteDatabase"
 import { describe, expect, it } from "@effect/vitest"
+import * as fs from "node:fs"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import {
@@ -17,6 +18,8 @@ import {
   waitUntil
 } from "./cli-doctor-presence-scenario.js"
 import { baton, runVerbs, tempDir } from "./cli-support.js"
+
+const config = fileURLToPath(new URL("./fixtures/presence-config.ts", import.meta.url))
 
 const sqlite = (): Target => {
   const db = path.join(tempDir(), "baton.db")
@@ -35,7 +38,6 @@ describe("baton doctor and host presence (SQLite)", () => {
 
   it("without the presence table doctor falls back to the runs hosts hold instead of failing", async () => {
     const target = sqlite()
-    const config = fileURLToPath(new URL("./fixtures/presence-config.ts", import.meta.url))
     const v1 = (...args: ReadonlyArray<string>) => baton(...args, ...target.flags, "--config", config)
     const running = await startHost(target, "1", 1)
     try {
@@ -60,5 +62,26 @@ describe("baton doctor and host presence (SQLite)", () => {
       running.host.kill("SIGTERM")
       await running.done
     }
+  }, 120_000)
+  it("on a database from before the presence table, read verbs and doctor work and create nothing; doctor lists the pending migration", async () => {
+    const target = sqlite()
+    fs.writeFileSync(target.flags[1]!, "")
+    const cli = (...args: ReadonlyArray<string>) => baton(...args, ...target.flags, "--config", config)
+    const runId = await runVerbs(cli).launch("wait-approval", "plan-1")
+    // As an earlier build left it: control's first migration only.
+    await rawSql(target, "DROP TABLE control_hosts")
+    await rawSql(target, "DELETE FROM flows_migrations WHERE migration_id = 2002")
+    const runs = await cli("runs")
+    expect(runs.code, runs.stderr).toBe(0)
+    expect(runs.stdout).toContain(runId)
+    const doctor = await cli("doctor", "--json")
+    expect(doctor.code, doctor.stdout + doctor.stderr).toBe(0)
+    const checks = (JSON.parse(doctor.stdout) as { checks: Array<{ check: string; level: string; message: string }> }).checks
+    expect(checks.find((c) => c.check === "ledger")).toMatchObject({ level: "WARN", message: expect.stringContaining("uses an older Baton schema (1 migration pending)") })
+    expect(checks.filter((c) => c.check === "stuck runs").map((c) => c.message)).toEqual([
+      `${runId} (wait-approval) waits for a host: no live host serves flow wait-approval (none lists it, drives or has parked a run of it)`
+    ])
+    expect(await rawSql(target, "SELECT name FROM sqlite_master WHERE name = 'control_hosts'")).toEqual([])
+    expect(await rawSql(target, "SELECT name FROM flows_migrations WHERE migration_id = 2002")).toEqual([])
   }, 120_000)
 })
