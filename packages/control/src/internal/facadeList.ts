@@ -81,11 +81,15 @@ export const list = (
         ))
         return {
           _tag: "plans" as const,
-          items: page.plans.map((plan) => ({
-            card: displayCard(plan.card),
-            input: (plan.decodedInput ?? null) as ControlSchema.Json,
-            decision: plan.decision
-          })),
+          items: page.plans.map((plan) =>
+            "readable" in plan
+              ? plan
+              : {
+                card: displayCard(plan.card),
+                input: (plan.decodedInput ?? null) as ControlSchema.Json,
+                decision: plan.decision
+              }
+          ),
           ...(page.next !== undefined ? { nextCursor: String(page.next) } : {})
         }
       }

@@ -322,6 +322,16 @@ export const run = (ctx: VerbContext, runId: string, tail: number) =>
 // ---------------------------------------------------------------------------------------------
 // plans, plan
 
+/** A listed plan control flagged unreadable (`readable: false`), its row's key prefix dropped from the issue. */
+export const unreadablePlansOf = (
+  items: ReadonlyArray<object | { readonly planId: string; readonly readable: false; readonly issue: string }>
+): Array<{ readonly planId: string; readonly issue: string }> =>
+  items.flatMap((p) =>
+    "readable" in p && p.readable === false
+      ? [{ planId: p.planId, issue: p.issue.replace(/^plan .*?: /s, "") }]
+      : []
+  )
+
 /** `baton plans`. */
 export const plans = (
   ctx: VerbContext,
@@ -340,6 +350,14 @@ export const plans = (
       ...(o.cursor === undefined ? {} : { cursor: o.cursor })
     })
     if (page._tag !== "plans") return
+    const unreadable = unreadablePlansOf(page.items)
+    if (unreadable.length > 0) {
+      yield* Console.error(
+        `baton: warning: ${unreadable.length} plan(s) cannot be read (${unreadable.slice(0, 5).map((u) => `${u.planId}: ${u.issue}`).join("; ")}${
+          unreadable.length > 5 ? "; …" : ""
+        }); they are listed marked unreadable`
+      )
+    }
     if (ctx.globals.json) return yield* outJson(page)
     if (page.items.length === 0) return yield* out("No plans.")
     yield* out(Render.plansTable(page.items))
@@ -719,11 +737,40 @@ const cutTimeAfter = (runId: string, after: number) =>
  */
 export const runOutcomeExit = { completed: 0, failed: 7, cancelled: 8 } as const
 
+/**
+ * The run's status for `baton journal`. The journal is how one inspects a corrupt run, so a run whose
+ * stored summary (or a journal payload it reads) does not decode is warned about once and read by its
+ * store row instead of failing the verb.
+ */
+const journalStatus = (runId: string) => {
+  let warned = false
+  return Effect.gen(function*() {
+    const control = yield* Control.Control
+    return yield* control.getRun(runId).pipe(
+      Effect.map((summary): string => summary.status),
+      Effect.catchIf(
+        (error) => error._tag === "PersistenceError" && error.operation.startsWith("decode "),
+        (error) =>
+          Effect.gen(function*() {
+            if (!warned) {
+              warned = true
+              yield* Console.error(`baton: warning: ${error.message}; the run's summary cannot be read, printing its journal`)
+            }
+            const row = yield* (yield* RunStore.RunStore).get(runId)
+            return row.status as string
+          })
+      )
+    )
+  })
+}
+
+const isTerminal = (status: string): status is keyof typeof runOutcomeExit => status in runOutcomeExit
+
 /** `baton journal <runId>`. */
 export const journal = (ctx: VerbContext, runId: string, o: JournalOptions) =>
   Effect.gen(function*() {
-    const control = yield* Control.Control
-    yield* control.getRun(runId)
+    const statusOf = journalStatus(runId)
+    yield* statusOf
     const types = o.types.length === 0 ? undefined : o.types
     const print = (views: ReadonlyArray<Render.EntryView & { readonly entry: JournalEvent.Entry }>) =>
       Effect.forEach(views, (v) =>
@@ -746,7 +793,7 @@ export const journal = (ctx: VerbContext, runId: string, o: JournalOptions) =>
     let ownAfter = o.after
     let factsAfter: number | undefined = undefined
     for (;;) {
-      const summary = yield* control.getRun(runId)
+      const status = yield* statusOf
       const own = yield* allEntries(runId, { ...(ownAfter === undefined ? {} : { after: ownAfter }), ...(types === undefined ? {} : { eventTypes: types }) })
       const facts: ReadonlyArray<JournalEvent.Entry> = o.noOwnership
         ? []
@@ -762,7 +809,7 @@ export const journal = (ctx: VerbContext, runId: string, o: JournalOptions) =>
       if (lastOwn !== undefined) ownAfter = lastOwn.seq
       const lastFact: JournalEvent.Entry | undefined = facts[facts.length - 1]
       if (lastFact !== undefined) factsAfter = lastFact.seq
-      if (ControlSchema.isTerminalStatus(summary.status)) return runOutcomeExit[summary.status]
+      if (isTerminal(status)) return runOutcomeExit[status]
       yield* Effect.sleep(o.pollMs)
     }
   })
