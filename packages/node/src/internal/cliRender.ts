@@ -210,7 +210,12 @@ export const runSummary = (
     ])
   }
   if (s.codeDrift !== undefined) {
-    pairs.push(["code drift", `recorded ${s.codeDrift.recorded ?? "?"}; this build ${s.codeDrift.current ?? "?"}`])
+    const d = s.codeDrift
+    const parts = [
+      ...(d.recorded === undefined ? [] : [`recorded ${d.recorded}; this build ${d.current ?? "(none)"}`]),
+      ...(d.recordedEngine === undefined ? [] : [`engine recorded ${d.recordedEngine}; this build ${d.currentEngine ?? "?"}`])
+    ]
+    pairs.push(["code drift", parts.join("; ")])
   }
   // `pendingResume` is the request's sequence number, not a time: the time comes from the delegation.
   if (s.pendingResume !== undefined) {
