@@ -1,7 +1,7 @@
 /**
  * `baton runs` and `baton doctor` over a run row control cannot decode (a run-store row written without
- * control's summary), argument checks before the database file, a shell-pasteable `next: --cursor`, and
- * `baton journal --after` over the run's entries and its ownership facts.
+ * control's summary), `baton plans` over a plan row it cannot decode, `baton journal` of a corrupt run,
+ * argument checks before the database file, a shell-pasteable `next: --cursor`, and `baton journal --after` over the run's entries and its ownership facts.
  */
 import * as DatabaseMigrations from "@baton/database/Migrations"
 import * as SqliteDatabase from "@baton/database/SqliteDatabase"
@@ -36,6 +36,12 @@ const stores = (filename: string) => {
 const withStores = <A, E>(filename: string, effect: Effect.Effect<A, E, RunStore.RunStore | Journal.Journal>) =>
   Effect.runPromise(Effect.provide(effect, stores(filename)).pipe(Effect.orDie))
 
+/** Run one statement on the SQLite file `filename`. */
+const rawSql = (filename: string, statement: string) =>
+  Effect.runPromise(
+    Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe(statement)).pipe(Effect.provide(SqliteDatabase.layer({ filename })), Effect.orDie)
+  )
+
 /** A database with runs `engine-1`, `engine-2` (engine rows, readable) and `future` (no flow: unreadable). */
 const databaseWithUnreadableRun = async () => {
   const dir = tempDir()
@@ -52,20 +58,26 @@ const databaseWithUnreadableRun = async () => {
 }
 
 describe("baton runs with a run control cannot decode", () => {
-  it("lists the other runs, shows the unreadable one marked, warns on stderr, exits 0; doctor WARNs naming it", async () => {
+  it("lists the unreadable run in its place marked, with its row's times, warns on stderr, exits 0; doctor WARNs naming it", async () => {
     const { db } = await databaseWithUnreadableRun()
+    // The row settled: its finish time is what UPDATED shows.
+    await rawSql(db, "UPDATE flows_runs SET status = 'failed', finished_at_ms = created_at_ms + 123456 WHERE run_id = 'future'")
     const listed = await baton("runs", "--db", db)
     expect(listed.code, listed.stderr).toBe(0)
-    expect(listed.stdout).toMatch(/^engine-1\s+engine-flow\s/m)
-    expect(listed.stdout).toMatch(/^engine-2\s+engine-flow\s/m)
-    expect(listed.stdout).toMatch(/^future\s+\?\s+pending \(unreadable\)/m)
-    expect(listed.stderr).toMatch(/^baton: warning: 1 run\(s\) cannot be shown \(future: .*flowName/m)
+    const lines = listed.stdout.split("\n").filter((l) => /^(engine|future)/.test(l))
+    expect(lines.map((l) => l.split(/\s+/)[0])).toEqual(["engine-2", "future", "engine-1"])
+    expect(lines[0]).toMatch(/^engine-2\s+engine-flow\s/)
+    expect(lines[1]).toMatch(/^future\s+\?\s+failed \(unreadable\)/)
+    expect(listed.stderr).toMatch(/^baton: warning: 1 run\(s\) cannot be read \(future: .*flowName.*\); they are listed marked unreadable$/m)
 
     const json = await baton("runs", "--db", db, "--json")
     expect(json.code, json.stderr).toBe(0)
-    const doc = JSON.parse(json.stdout) as { items: Array<{ runId: string }>; unreadable: Array<{ runId: string; storedStatus: string }> }
-    expect(doc.items.map((i) => i.runId)).toEqual(["engine-2", "engine-1"])
-    expect(doc.unreadable.map((u) => [u.runId, u.storedStatus])).toEqual([["future", "pending"]])
+    const doc = JSON.parse(json.stdout) as { items: Array<{ runId: string; readable?: false; issue?: string; createdAt: number; updatedAt: number }> }
+    expect(Object.keys(doc)).not.toContain("unreadable")
+    expect(doc.items.map((i) => [i.runId, i.readable])).toEqual([["engine-2", undefined], ["future", false], ["engine-1", undefined]])
+    const future = doc.items[1]!
+    expect(future.issue).toContain("flows_runs.state_json")
+    expect(future.updatedAt - future.createdAt).toBe(123456)
 
     // Filters still apply to the readable runs.
     const filtered = await baton("runs", "--db", db, "--flow", "engine-flow", "--limit", "1", "--json")
@@ -74,16 +86,10 @@ describe("baton runs with a run control cannot decode", () => {
 
     const doctor = await baton("doctor", "--db", db)
     expect(doctor.code, doctor.stdout).toBe(0)
-    expect(doctor.stdout).toMatch(/^WARN\s+schema\s+1 run\(s\) cannot be read as runs: future \(pending: /m)
+    expect(doctor.stdout).toMatch(/^WARN\s+schema\s+1 run\(s\) cannot be read as runs: future \(failed: /m)
     expect(doctor.stdout).not.toContain("every public read works")
   }, 60_000)
 })
-
-/** Run one statement on the SQLite file `filename`. */
-const rawSql = (filename: string, statement: string) =>
-  Effect.runPromise(
-    Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe(statement)).pipe(Effect.provide(SqliteDatabase.layer({ filename })), Effect.orDie)
-  )
 
 describe("baton plans with a plan control cannot decode", () => {
   it("lists it in place marked unreadable, warns on stderr naming the column and rule, exits 0; doctor WARNs naming it", async () => {

@@ -105,7 +105,7 @@ export const runs = (ctx: VerbContext, o: RunsOptions) =>
     const items: Array<ControlSchema.RunSummary> = []
     let cursor = o.cursor
     let next: string | undefined
-    const unreadable: Array<UnreadableRun> = []
+    const unreadable = new Map<string, UnreadableRun>()
     for (;;) {
       const page = yield* control.list({
         _tag: "runs",
@@ -115,42 +115,45 @@ export const runs = (ctx: VerbContext, o: RunsOptions) =>
         ...(cursor === undefined ? {} : { cursor })
       })
       if (page._tag !== "runs") break
-      // control lists a row it cannot read flagged `readable: false`; it is shown apart, by its store row.
+      // control lists a row it cannot read in its place, flagged `readable: false`; it stays there.
       for (const item of page.items) {
-        if (item.readable === false) unreadable.push(yield* unreadableOf(item))
-        else items.push(item)
+        items.push(item)
+        if (item.readable === false) unreadable.set(item.runId, yield* unreadableOf(item))
       }
       next = page.nextCursor
       if (!o.all || next === undefined) break
       cursor = next
     }
-    if (unreadable.length > 0) {
+    if (unreadable.size > 0) {
+      const named = [...unreadable.values()]
       yield* Console.error(
-        `baton: warning: ${unreadable.length} run(s) cannot be shown (${unreadable.slice(0, 5).map((u) => `${u.runId}: ${u.issue}`).join("; ")}); ` +
-          `listed the others`
+        `baton: warning: ${named.length} run(s) cannot be read (${named.slice(0, 5).map((u) => `${u.runId}: ${u.issue}`).join("; ")}${
+          named.length > 5 ? "; …" : ""
+        }); they are listed marked unreadable`
       )
     }
     if (ctx.globals.json) {
       return yield* outJson({
         _tag: "runs",
         items,
-        ...(next === undefined || o.all ? {} : { nextCursor: next }),
-        ...(unreadable.length === 0 ? {} : { unreadable })
+        ...(next === undefined || o.all ? {} : { nextCursor: next })
       })
     }
-    if (items.length === 0 && unreadable.length === 0) return yield* out("No runs.")
-    const heartbeats = yield* heartbeatsOf(items)
-    // An unreadable run is shown marked: flow `?`, the status its row stores.
-    const shown: Array<ControlSchema.RunSummary> = [
-      ...items,
-      ...unreadable.map((u) => ({
-        runId: u.runId,
-        flowId: "?",
-        status: `${u.storedStatus ?? "?"} (unreadable)` as ControlSchema.RunSummary["status"],
-        createdAt: u.createdAt ?? 0,
-        updatedAt: u.createdAt ?? 0
-      }))
-    ]
+    if (items.length === 0) return yield* out("No runs.")
+    const heartbeats = yield* heartbeatsOf(items.filter((item) => item.readable !== false))
+    // An unreadable run is shown in place, marked: flow `?`, the status its row stores, the row's times.
+    const shown: Array<ControlSchema.RunSummary> = items.map((item) => {
+      const u = unreadable.get(item.runId)
+      return u === undefined || item.readable !== false
+        ? item
+        : {
+          runId: item.runId,
+          flowId: "?",
+          status: `${u.storedStatus ?? item.status} (unreadable)` as ControlSchema.RunSummary["status"],
+          createdAt: item.createdAt,
+          updatedAt: item.updatedAt
+        }
+    })
     yield* out(Render.runsTable(shown, heartbeats, nowMs, ctx.tty))
     if (next !== undefined && !o.all) yield* out(`next: --cursor ${Render.shellQuote(next)}`)
   })
