@@ -123,6 +123,11 @@ describe("baton plans with a plan control cannot decode", () => {
     expect(doctor.stdout).toMatch(/^WARN\s+schema\s+1 plan\(s\) cannot be read: plan-1 \(control_plans\.card_json at planId: is required\)/m)
     expect(doctor.stdout).not.toContain("every public read works")
     expect(doctor.stdout).not.toContain("PGSECRET2")
+
+    // A plans cursor names a plan row: "0" never does.
+    const zero = await baton("plans", "--cursor", "0", "--db", db)
+    expect(zero.code).toBe(2)
+    expect(zero.stderr).toContain(`cursor: must be a cursor this listing returned, received "0"`)
   }, 60_000)
 })
 
