@@ -1,7 +1,8 @@
 /**
  * `pnpm bench -- run-store`: run lifecycles per second (create → claimAndOwn → 10 heartbeats →
  * transitionOwned completed, with leases and journal facts) against the raw-driver floor of the
- * same row writes, on SQLite and PostgreSQL; 4 processes on one SQLite file versus one; and
+ * same row writes, on SQLite and PostgreSQL; the short lifecycle (the three ownership moves alone)
+ * against its row writes as autocommit statements, with the client CPU ratio; 4 processes on one SQLite file versus one; and
  * heartbeats from 8 PostgreSQL connections on 8 runs versus one connection. Each measurement
  * runs in its own process (`packages/run-store/test/fixtures/bench-lifecycle.ts`).
  * Last, it counts at the driver the statements, transactions and PostgreSQL round trips of
@@ -71,6 +72,25 @@ const count = (args: ReadonlyArray<string>): Counted => {
 const counted: Array<[string, Counted]> = []
 
 const rate = (r: Result) => (r.count * 1000) / r.ms
+/** Client CPU per lifecycle of `stores` over that of `raw`, when both were measured. */
+const cpuRatio = (stores: Result, raw: Result) =>
+  stores.cpuMs === undefined || raw.cpuMs === undefined
+    ? "?"
+    : ((stores.cpuMs / stores.count) / (raw.cpuMs / raw.count)).toFixed(2)
+/**
+ * The ownership moves alone (create → claimAndOwn → transitionOwned, no heartbeats) against their
+ * row writes as autocommit statements through the raw driver: rate ratio and client CPU ratio.
+ */
+const short = async (label: string, target: ReadonlyArray<string>, lifecycles: number) => {
+  const stores = await measure([...target, "lifecycle3", String(lifecycles), "short"])
+  const rawShort = await measure([...target, "raw3", String(lifecycles), "short-raw"])
+  row(
+    `${label} short lifecycles create → claimAndOwn → transitionOwned (stores)`,
+    rate(stores),
+    `ratio to raw floor ${(rate(stores) / rate(rawShort)).toFixed(3)}; client CPU ${cpuRatio(stores, rawShort)}× raw`
+  )
+  row(`${label} short lifecycles, raw floor (autocommit statements)`, rate(rawShort), "1")
+}
 const fmt = (n: number) => n.toFixed(n < 10 ? 2 : 1)
 const rows: Array<[string, string, string]> = []
 const row = (what: string, value: number, ratio: string) => {
@@ -102,6 +122,7 @@ const four = await Promise.all(
 )
 const aggregate = (four.reduce((n, r) => n + r.count, 0) * 1000) / Math.max(...four.map((r) => r.ms))
 row("SQLite lifecycles, 4 processes aggregate", aggregate, `ratio to 1 process ${(aggregate / rate(one)).toFixed(2)}`)
+await short("SQLite", ["sqlite", path.join(dir, "short.db")], SQLITE_LIFECYCLES)
 counted.push(["SQLite", count(["sqlite", path.join(dir, "count.db")])])
 fs.rmSync(dir, { recursive: true, force: true })
 
@@ -124,6 +145,7 @@ if (pgUrl !== undefined) {
         (rate(pgOne) / rate(pgProtocol)).toFixed(2)
       } of it`
     )
+    await short("PostgreSQL", target, LIFECYCLES * 4)
     const hb1 = await measure([...target, "heartbeats", String(HEARTBEATS), "1"])
     const hb8 = await measure([...target, "heartbeats", String(HEARTBEATS), "8"])
     row("PostgreSQL heartbeats, 1 connection, 1 run", rate(hb1), "1")

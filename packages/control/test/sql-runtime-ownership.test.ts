@@ -132,7 +132,6 @@ describe("SqlControlRuntime ownership", () => {
       .toMatchObject({ operation: "mint a claim nonce" })
     expect(yield* countRows("flows_runs")).toBe(0)
     expect(yield* countRows("control_runs")).toBe(0)
-    expect(yield* countRows("flows_consensus_leases")).toBe(0)
     const bad = yield* Effect.flip(runtime({ incarnation: "" }))
     expect(bad).toMatchObject({ _tag: "PersistenceError", operation: "configure the runtime" })
   }))

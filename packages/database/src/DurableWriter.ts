@@ -87,6 +87,19 @@ export interface Service {
     effect: Effect.Effect<A, E, R>,
     options?: WriteOptions
   ) => Effect.Effect<A, Exclude<E, SqlError> | DatabaseError, R>
+  /**
+   * Run `effect`, which sends exactly one statement, as a write of its own. On PostgreSQL,
+   * outside a transaction, the statement goes out alone in autocommit: no `BEGIN`, no
+   * session settings, no intention locks, one round trip; the statement's own row locks
+   * must make it exact. On SQLite, and inside an open transaction (joined without a
+   * savepoint, taking the key lock as `write(effect, { key, savepoint: false })` would),
+   * it is that `write`. Replayed on `busy` like an outermost write (so `effect` may be
+   * replayed); every `SqlError` leaves as `DatabaseError`.
+   */
+  readonly statement: <A, E, R>(
+    effect: Effect.Effect<A, E, R>,
+    options?: { readonly key?: string }
+  ) => Effect.Effect<A, Exclude<E, SqlError> | DatabaseError, R>
 }
 
 /**
@@ -479,7 +492,40 @@ export const make = (sql: SqlClient.SqlClient, options?: WriteRetryOptions): Ser
       ).pipe(Effect.catchAllCause((cause) => Effect.failCause(normalizeCause(cause))))
     })
 
-  return DurableWriter.of({ write })
+  const autocommit = <A, E, R>(body: Effect.Effect<A, E, R>, key: string | undefined) => {
+    const loop = (attemptNumber: number): Effect.Effect<A, E | SqlError, R> =>
+      Effect.catchAllCause(body, (cause) =>
+        attemptNumber < policy.maxAttempts && RetryPolicy.isRetryableCause(cause)
+          ? Effect.flatMap(RetryPolicy.delayOf(policy, attemptNumber), (delay) =>
+            Metric.increment(writeRetries).pipe(
+              Effect.zipRight(Effect.sleep(Duration.millis(delay))),
+              Effect.zipRight(loop(attemptNumber + 1))
+            ))
+          : Effect.failCause(cause))
+    if (ClientInfo.isReadOnly(sql)) return loop(1)
+    const request = key !== undefined ? Gate.keyed(key) : Gate.exclusive
+    return Effect.uninterruptibleMask((restore) => gate.withPermit(request, restore)(restore(loop(1))))
+  }
+
+  const statement = <A, E, R>(
+    body: Effect.Effect<A, E, R>,
+    options?: { readonly key?: string }
+  ): Effect.Effect<A, Exclude<E, SqlError> | DatabaseError, R> =>
+    Effect.suspend(() => {
+      const key = options?.key
+      if (key !== undefined && !RetryPolicy.isValidKey(key)) return Effect.dieMessage("DurableWriter: invalid lock key")
+      return Effect.flatMap(
+        Effect.serviceOption(SqlClient.TransactionConnection),
+        (transaction): Effect.Effect<A, E | SqlError, R> =>
+          Option.isSome(transaction)
+            ? nested(body, key, transaction.value, false)
+            : postgres
+            ? autocommit(body, key)
+            : outermost(body, key)
+      ).pipe(Effect.catchAllCause((cause) => Effect.failCause(normalizeCause(cause))))
+    })
+
+  return DurableWriter.of({ write, statement })
 }
 
 /**

@@ -1,8 +1,8 @@
 /**
  * The ownership arbitration strategy the run store delegates to: two-phase
  * claim, grant generations, steal only on staleness plus liveness evidence,
- * and a commit-time guard. `layerLocal` keeps leases in memory; `SqlConsensus`
- * in `flows_consensus_leases`.
+ * and a commit-time guard. `layerLocal` keeps leases in memory; the run
+ * store's `SqlConsensus` keeps them on the run row (`flows_runs`).
  *
  * @since 0.1.0
  */
@@ -192,8 +192,28 @@ export {
    * @since 0.1.0
    * @category errors
    */
-  fenceLost
+  fenceLost,
+  /**
+   * The `persistence_failed` error a storage-backed strategy fails with when its
+   * storage does (`operation` names the strategy method; the cause is kept for
+   * retry classification).
+   *
+   * @since 0.2.0
+   * @category errors
+   */
+  persistenceFailed
 } from "./internal/consensusError.js"
+
+export {
+  /**
+   * Checks a strategy method's arguments before any rule or I/O: the first
+   * malformed one fails `invalid_input` naming its field. Every strategy calls it.
+   *
+   * @since 0.2.0
+   * @category utils
+   */
+  validate
+} from "./internal/consensusInput.js"
 
 export {
   /**
@@ -212,7 +232,23 @@ export {
    * @since 0.1.0
    * @category utils
    */
-  matchesEvidence
+  matchesEvidence,
+  /**
+   * The I/O-free precondition of `steal` every strategy applies first: `evidence`
+   * matches its `expectedOwner` for `claimant` at `nowMs` and does not name the
+   * claimant itself.
+   *
+   * @since 0.2.0
+   * @category utils
+   */
+  stealEvidenceValid,
+  /**
+   * Milliseconds after which a stamp is stale: 30 000 (`heartbeatStaleAfter`).
+   *
+   * @since 0.2.0
+   * @category constants
+   */
+  staleAfterMs
 } from "./internal/leaseRules.js"
 
 /**

@@ -1,5 +1,6 @@
 /**
- * The Consensus strategy over `flows_consensus_leases`. It holds no process
+ * The journal-only Consensus strategy over `flows_consensus_leases` (hosts that
+ * run the run store use its row-backed `SqlConsensus` instead). It holds no process
  * state, so any number of instances over one database agree. Each mutation is
  * one conditional statement inside `DurableWriter.write(…, { key: runId,
  * savepoint: false })` (joined to the caller's write without a savepoint, or

@@ -13,11 +13,11 @@
  */
 import type * as DurableWriter from "@baton/database/DurableWriter"
 import type * as Consensus from "@baton/journal/Consensus"
-import * as SqlConsensus from "@baton/journal/SqlConsensus"
 import type * as SqlClient from "@effect/sql/SqlClient"
 import { Context, Effect, Layer } from "effect"
 import * as model from "./internal/model.js"
 import * as Store from "./internal/store/make.js"
+import * as SqlConsensus from "./SqlConsensus.js"
 
 /**
  * The six run statuses: `pending`, `running`, `suspended`, `completed`, `failed`, `cancelled`.
@@ -322,7 +322,9 @@ export const layerNoop = (overrides?: Partial<Service>): Layer.Layer<RunStore> =
 
 /**
  * The SQL store over an injected `Consensus`: give it the same strategy instance the
- * journal fences through.
+ * journal fences through. Over this package's `SqlConsensus` on the same client the
+ * store asks the strategy nothing (its own statements carry the lease predicates);
+ * any other strategy (`Consensus.layerLocal`) is asked and mirrored onto the row.
  *
  * @since 0.1.0
  * @category layers
@@ -331,10 +333,10 @@ export const layerWith: Layer.Layer<RunStore, never, Consensus.Consensus | Durab
   Layer.effect(RunStore, make)
 
 /**
- * The SQL store over its own private `SqlConsensus` (leases in `flows_consensus_leases`,
- * created by the journal's migration set). It provides only `RunStore`, not `Consensus`:
- * when a journal runs beside it, build one `SqlConsensus.layer` and give it to both
- * {@link layerWith} and `SqlJournal.layerWith()` instead.
+ * The SQL store over its own `SqlConsensus` (the run row is the lease record). It provides
+ * only `RunStore`, not `Consensus`: when a journal runs beside it, build one
+ * `SqlConsensus.layer` (this package's) and give it to both {@link layerWith} and
+ * `SqlJournal.layerWith()` instead, so the journal's fenced writes check the same row.
  *
  * @since 0.1.0
  * @category layers

@@ -1,8 +1,8 @@
 /**
  * Test layers (Node only): the production `RunStore.layer` and
  * `AttemptStore.layer` over a fresh in-memory SQLite database, migrated with
- * the journal's set (it creates `flows_consensus_leases`) and this package's
- * set in one ledger pass. No `Journal` is provided, so no ownership facts are
+ * the journal's set and this package's set in one ledger pass; leases live on
+ * the run rows (`SqlConsensus`). No `Journal` is provided, so no ownership facts are
  * recorded. The database closes with the layer's scope; drive time with
  * `TestClock`.
  *

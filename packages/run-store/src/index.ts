@@ -45,3 +45,10 @@ export * as Migrations from "./Migrations.js"
  * @since 0.1.0
  */
 export * as RunStoreMetrics from "./RunStoreMetrics.js"
+
+/**
+ * The Consensus strategy over the run row.
+ *
+ * @since 0.2.0
+ */
+export * as SqlConsensus from "./SqlConsensus.js"

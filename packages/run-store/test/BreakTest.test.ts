@@ -52,7 +52,6 @@ const probes = (makeStack: MakeStack) => {
   const everything = Effect.flatMap(SqlClient.SqlClient, (sql) =>
     Effect.all([
       sql`SELECT * FROM flows_runs ORDER BY run_id`,
-      sql`SELECT * FROM flows_consensus_leases ORDER BY run_id`,
       sql`SELECT * FROM flows_attempts ORDER BY run_id, step_key_digest, attempt`,
       sql`SELECT * FROM flows_journal_heads ORDER BY run_id`,
       sql`SELECT * FROM flows_run_changes ORDER BY run_id`
@@ -363,14 +362,15 @@ const probes = (makeStack: MakeStack) => {
         let owner: unknown = null
         let claim: unknown = null
         let claimedAt: unknown = null
+        let grantedAt: unknown = null
         for (const e of entries) {
           const p = e.payload as { owner: unknown; grantedAtMs: number | null }
           const t = e.eventType.replace("flows.consensus.", "")
           if (t === "claimed" || t === "stolen") [claim, claimedAt] = [p.owner, p.grantedAtMs]
-          else if (t === "activated") [owner, claim, claimedAt] = [p.owner, null, null]
+          else if (t === "activated") [owner, claim, claimedAt, grantedAt] = [p.owner, null, null, p.grantedAtMs]
           else if (t === "expired") [claim, claimedAt] = [null, null]
           else if (t === "released") {
-            if (p.grantedAtMs === null) owner = null
+            if (p.grantedAtMs === null) [owner, grantedAt] = [null, null]
             else [claim, claimedAt] = [null, null]
           }
         }
@@ -381,21 +381,10 @@ const probes = (makeStack: MakeStack) => {
           claim,
           claimedAt
         })
-        const lease = (yield* sql<any>`SELECT * FROM flows_consensus_leases WHERE run_id = ${id}`)[0]
-        const leaseOwner = lease && lease.owner_host_id !== null
-          ? { hostId: lease.owner_host_id, pid: Number(lease.owner_pid), nonce: lease.owner_nonce }
-          : null
-        const leaseClaim = lease && lease.claim_host_id !== null
-          ? { hostId: lease.claim_host_id, pid: Number(lease.claim_pid), nonce: lease.claim_nonce }
-          : null
-        expect({ ctx, leaseOwner, leaseClaim, hb: lease?.owner_host_id ? Number(lease.heartbeat_at_ms) : null,
-          claimedAt: lease?.claim_host_id ? Number(lease.claimed_at_ms) : null }).toEqual({
-          ctx,
-          leaseOwner: after.owner,
-          leaseClaim: after.claim,
-          hb: after.heartbeatAtMs,
-          claimedAt: after.claimedAtMs
-        })
+        // The row is the lease record: its generation is the one the last activation was granted.
+        const generation = (yield* sql<any>`SELECT granted_at_ms FROM flows_runs WHERE run_id = ${id}`)[0]
+        expect({ ctx, grantedAt: generation.granted_at_ms === null ? null : Number(generation.granted_at_ms) })
+          .toEqual({ ctx, grantedAt })
         for (const o of owners) {
           const guarded = yield* Effect.either(consensus.guard(id, o))
           const holds = after.status === "running" && after.owner !== null && Consensus.sameOwner(after.owner, o)
@@ -538,9 +527,9 @@ const races = (hosts: Hosts) => {
           }
           for (const [key, n] of counted) expect([key, activations.get(key)]).toEqual([key, n])
           for (const [key, n] of activations) if (key.startsWith(`${id}/`)) expect([key, counted.get(key)]).toEqual([key, n])
-          const lease = (yield* sql<any>`SELECT * FROM flows_consensus_leases WHERE run_id = ${id}`)[0]
-          expect(lease?.owner_nonce ?? null).toEqual(row.owner?.nonce ?? null)
-          expect(lease?.claim_nonce ?? null).toEqual(row.claim?.nonce ?? null)
+          // An owner always carries its generation on the row, and only an owner does.
+          const lease = (yield* sql<any>`SELECT granted_at_ms FROM flows_runs WHERE run_id = ${id}`)[0]
+          expect(lease.granted_at_ms !== null).toEqual(row.owner !== null)
         }
       }).pipe(Effect.provide(one))
     }).pipe(Effect.scoped), walkTimeout)
@@ -622,13 +611,13 @@ const races = (hosts: Hosts) => {
         if (taken._tag === "Activated") {
           expect(yield* on(one, (s) => s.transitionOwned(id, winner, "completed"))).toEqual({ _tag: "FenceLost" })
         }
-        // The strategy agrees with the row after every round.
+        // After every round the row holds no claim and an owner only with its generation.
         const lease = yield* Effect.provide(
-          Effect.flatMap(SqlClient.SqlClient, (sql) => sql<any>`SELECT * FROM flows_consensus_leases WHERE run_id = ${id}`),
+          Effect.flatMap(SqlClient.SqlClient, (sql) => sql<any>`SELECT granted_at_ms FROM flows_runs WHERE run_id = ${id}`),
           one
         )
-        expect(lease[0]?.owner_nonce ?? null).toEqual(row.owner?.nonce ?? null)
-        expect(lease[0]?.claim_nonce ?? null).toEqual(null)
+        expect(lease[0].granted_at_ms !== null).toEqual(row.owner !== null)
+        expect(row.claim).toEqual(null)
       }
       expect(wins.twoThieves).toBe(12)
     }).pipe(Effect.scoped), walkTimeout)
@@ -639,7 +628,6 @@ const sqliteOnly = () => {
   const everything = Effect.flatMap(SqlClient.SqlClient, (sql) =>
     Effect.all([
       sql`SELECT * FROM flows_runs ORDER BY run_id`,
-      sql`SELECT * FROM flows_consensus_leases ORDER BY run_id`,
       sql`SELECT * FROM flows_journal_heads ORDER BY run_id`,
       sql`SELECT * FROM flows_run_changes ORDER BY run_id`
     ]))
@@ -735,7 +723,6 @@ const hostClockAhead = (makeStack: MakeStack) => {
       expect(yield* store.claim("r", pending, A, now)).toEqual({ _tag: "Claimed", claimedAtMs: now })
       const before = yield* Effect.all([
         sql`SELECT * FROM flows_runs`,
-        sql`SELECT * FROM flows_consensus_leases`,
         sql`SELECT * FROM flows_journal_heads`
       ])
       // ... but its own Clock is a minute ahead when it activates.
@@ -746,7 +733,6 @@ const hostClockAhead = (makeStack: MakeStack) => {
       expect(error.message).toContain("activatedAtMs (this host's Clock) leads the database clock by more than 10000 ms")
       expect(yield* Effect.all([
         sql`SELECT * FROM flows_runs`,
-        sql`SELECT * FROM flows_consensus_leases`,
         sql`SELECT * FROM flows_journal_heads`
       ])).toEqual(before)
       // A Clock within the allowance activates; the stamp leads the database by at most 10 s.

@@ -1,6 +1,8 @@
 /**
  * The Consensus contract (journal.md checks 23–29), written once and run
- * against every strategy: `layerLocal`, `SqlConsensus` on SQLite and on PostgreSQL.
+ * against every strategy: `layerLocal`, the journal's `SqlConsensus` and the run
+ * store's row-backed `SqlConsensus` (whose suite creates the runs first), on
+ * SQLite and on PostgreSQL.
  */
 import { DurableWriter } from "@baton/database/DurableWriter"
 import * as Consensus from "@baton/journal/Consensus"
@@ -21,7 +23,12 @@ const evidence = (
 export const consensusContract = (
   name: string,
   makeLayer: () => Layer.Layer<Env, unknown>,
-  options: { readonly transactional: boolean; readonly timeout?: number }
+  options: {
+    readonly transactional: boolean
+    readonly timeout?: number
+    /** Runs before each test, e.g. to create the runs a row-backed strategy needs. */
+    readonly prepare?: Effect.Effect<void, unknown, Env>
+  }
 ) =>
   describe(`Consensus contract: ${name}`, () => {
     const test = (title: string, body: (c: Consensus.Service) => Effect.Effect<void, unknown, Env>) =>
@@ -29,6 +36,7 @@ export const consensusContract = (
         title,
         () =>
           Effect.gen(function*() {
+            if (options.prepare !== undefined) yield* options.prepare
             yield* body(yield* Consensus.Consensus)
           }).pipe(Effect.provide(makeLayer()), Effect.scoped) as Effect.Effect<void, unknown>,
         options.timeout

@@ -32,7 +32,8 @@ const withDyingWriter = (database: Database, dying: Switch): Database =>
     const writer = yield* DurableWriter
     const wrapped = DurableWriter.of({
       write: (body, options) =>
-        writer.write(Effect.suspend(() => dying.on ? Effect.dieMessage("injected writer defect") : body), options)
+        writer.write(Effect.suspend(() => dying.on ? Effect.dieMessage("injected writer defect") : body), options),
+      statement: writer.statement
     })
     return Context.make(SqlClient.SqlClient, sql).pipe(Context.add(DurableWriter, wrapped))
   })).pipe(Layer.provide(database))

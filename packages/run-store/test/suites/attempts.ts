@@ -22,6 +22,9 @@ class WriteVetoed extends Data.TaggedError("WriteVetoed")<{}> {}
  */
 const vetoingWriter = Effect.map(DurableWriter.DurableWriter, (writer): DurableWriter.Service => ({
   write: <A, E, R>(body: Effect.Effect<A, E, R>, options?: DurableWriter.WriteOptions) =>
+    writer.write(Effect.zipRight(body, Effect.fail(new WriteVetoed())), options) as Effect.Effect<never, never, R>,
+  // A single statement is vetoed the same way: inside a transaction, so its row change rolls back too.
+  statement: <A, E, R>(body: Effect.Effect<A, E, R>, options?: { readonly key?: string }) =>
     writer.write(Effect.zipRight(body, Effect.fail(new WriteVetoed())), options) as Effect.Effect<never, never, R>
 }))
 

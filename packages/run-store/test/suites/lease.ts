@@ -1,11 +1,11 @@
 /**
  * Checks 22 and 24–26: heartbeats, transitions, guards and journal atomicity.
  */
+import * as Consensus from "@baton/journal/Consensus"
 import * as Journal from "@baton/journal/Journal"
 import * as RunStore from "@baton/run-store/RunStore"
-import * as SqlClient from "@effect/sql/SqlClient"
 import { expect, it } from "@effect/vitest"
-import { Context, Effect, Either, TestClock } from "effect"
+import { Context, Effect, Either, Layer, TestClock } from "effect"
 import { A, B, C, ev, facts, type MakeStack, ownedRun, pending, running } from "../support/stack.js"
 
 export const leaseSuite = (makeStack: MakeStack) => {
@@ -135,16 +135,29 @@ export const leaseSuite = (makeStack: MakeStack) => {
       expect(yield* store.claimAndOwn("r", pending, B, 0)).toEqual({ _tag: "Activated" })
     })))
 
-  it.effect("26: without the lease table claim and transitionOwned fail persistence_failed", () =>
-    run(Effect.gen(function*() {
+  it.effect("26: a strategy whose storage fails fails claim and transitionOwned with persistence_failed", () => {
+    let broken = false
+    const failing = <A>(operation: string, ok: Effect.Effect<A, Consensus.ConsensusError>) =>
+      Effect.suspend(() => broken ? Effect.fail(Consensus.persistenceFailed(operation, "disk gone")) : ok)
+    const strategy = Layer.effect(
+      Consensus.Consensus,
+      Effect.map(Consensus.makeLocal, (local) =>
+        Consensus.make({
+          ...local,
+          claim: (runId, claimant, nowMs) => failing("claim", local.claim(runId, claimant, nowMs)),
+          guard: (runId, owner) => failing("guard", local.guard(runId, owner))
+        }))
+    )
+    return Effect.gen(function*() {
       const store = yield* owned("r")
       yield* store.create("s", "{}")
-      const sql = yield* SqlClient.SqlClient
-      yield* sql`DROP TABLE flows_consensus_leases`
+      broken = true
       expect((yield* Effect.flip(store.claim("s", pending, A, 0))).code).toBe("persistence_failed")
       expect((yield* Effect.flip(store.transitionOwned("r", A, "completed"))).code).toBe("persistence_failed")
       expect((yield* store.get("r")).status).toBe("running")
-    })))
+      expect((yield* store.get("s")).claim).toBe(null)
+    }).pipe(Effect.provide(makeStack(strategy)))
+  })
 
   it.effect("a stale owner's transition after a takeover answers FenceLost", () =>
     run(Effect.gen(function*() {

@@ -10,7 +10,7 @@ import * as RunStore from "@baton/run-store/RunStore"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { expect, it } from "@effect/vitest"
 import { Effect, Either, Layer } from "effect"
-import * as SqlConsensus from "@baton/journal/SqlConsensus"
+import * as SqlConsensus from "@baton/run-store/SqlConsensus"
 import { A, type Database, pending } from "../support/stack.js"
 
 /** Deletes a run through a raw connection of another process. */
@@ -65,7 +65,8 @@ export const schemaSuite = (makeDatabase: () => Database, rawDelete: RawDelete) 
         { id: 1001, namespace: "run-store", name: "initial" },
         { id: 1002, namespace: "run-store", name: "lineage" },
         { id: 1003, namespace: "run-store", name: "execution_revisions" },
-        { id: 1004, namespace: "run-store", name: "waiting_request" }
+        { id: 1004, namespace: "run-store", name: "waiting_request" },
+        { id: 1005, namespace: "run-store", name: "row_leases" }
       ])
       expect(yield* Migrations.run).toEqual([])
       const tables = yield* Dialect.tables(sql)
@@ -123,7 +124,7 @@ export const schemaSuite = (makeDatabase: () => Database, rawDelete: RawDelete) 
         VALUES (1, 'a', 'pending', 1, '{}'), (2, 'b', 'pending', 2, '{}')`
       yield* sql`UPDATE flows_run_counter SET last_row_seq = 2`
       const upgraded = yield* DatabaseMigrations.run([JournalMigrations.set, Migrations.set])
-      expect(upgraded.map((m) => m.id)).toEqual([1003, 1004])
+      expect(upgraded.map((m) => m.id)).toEqual([1003, 1004, 1005])
       expect(yield* changes(sql)).toEqual({ a: [1, 0], b: [2, 0] })
       const first = (yield* source(sql))!
       expect(first.revision).toBe(2)
@@ -156,5 +157,38 @@ export const schemaSuite = (makeDatabase: () => Database, rawDelete: RawDelete) 
         expect(Either.isLeft(refused) && DurableWriter.codeOf(refused.left)).toBe("constraint")
       }
       expect((yield* store.get("b")).status).toBe("pending")
+    }).pipe(Effect.provide(Layer.provideMerge(storeOn, makeDatabase()))))
+
+  it.effect("0005 moves live owners' generations from flows_consensus_leases onto the row, changing no revision", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const upTo0004: DatabaseMigrations.MigrationSet = {
+        ...Migrations.set,
+        migrations: Object.fromEntries(Object.entries(Migrations.set.migrations).filter(([k]) => k < "0005"))
+      }
+      yield* DatabaseMigrations.run([JournalMigrations.set, upTo0004])
+      yield* sql`INSERT INTO flows_runs (row_seq, run_id, status, created_at_ms, started_at_ms, owner_host_id, owner_pid,
+        owner_nonce, heartbeat_at_ms, state_json) VALUES
+        (1, 'leased', 'running', 0, 3, ${A.hostId}, ${A.pid}, ${A.nonce}, 9, '{}'),
+        (2, 'unleased', 'running', 0, 4, ${A.hostId}, ${A.pid}, ${A.nonce}, 9, '{}')`
+      yield* sql`INSERT INTO flows_runs (row_seq, run_id, status, created_at_ms, state_json)
+        VALUES (3, 'free', 'pending', 0, '{}')`
+      yield* sql`UPDATE flows_run_counter SET last_row_seq = 3`
+      yield* sql`INSERT INTO flows_consensus_leases (run_id, owner_host_id, owner_pid, owner_nonce, granted_at_ms,
+        heartbeat_at_ms) VALUES ('leased', ${A.hostId}, ${A.pid}, ${A.nonce}, 7, 9)`
+      const revision = (yield* source(sql))!.revision
+      expect((yield* DatabaseMigrations.run([JournalMigrations.set, Migrations.set])).map((m) => m.id)).toEqual([1005])
+      const generations = yield* sql<{ run_id: string; granted_at_ms: unknown }>`SELECT run_id, granted_at_ms
+        FROM flows_runs ORDER BY run_id`
+      expect(generations.map((g) => [g.run_id, g.granted_at_ms === null ? null : Number(g.granted_at_ms)])).toEqual([
+        ["free", null],
+        ["leased", 7],
+        ["unleased", 4]
+      ])
+      expect((yield* source(sql))!.revision).toBe(revision)
+      // The moved owner still owns its run through the row strategy: its fenced transition lands.
+      const store = yield* RunStore.RunStore
+      expect(yield* store.heartbeat("leased", A, 10)).toEqual({ _tag: "Updated", heartbeatAtMs: 10 })
+      expect(yield* store.transitionOwned("leased", A, "completed")).toEqual({ _tag: "Transitioned" })
     }).pipe(Effect.provide(Layer.provideMerge(storeOn, makeDatabase()))))
 }

@@ -13,7 +13,7 @@ import {
   type RequestCancelOutcome,
   type Service
 } from "../model.js"
-import { admit, operation, type StoreContext, write } from "./context.js"
+import { admit, operation, statement, type StoreContext, write } from "./context.js"
 import { membership, roundOrder } from "./reads.js"
 
 interface CancelState {
@@ -58,6 +58,22 @@ export const make = (ctx: StoreContext): Pick<Service, "requestCancel" | "reques
         const id = yield* admit("requestCancel", Admission.runId(runId))
         const now = yield* admit("requestCancel", Boundary.safeNonNegative("nowMs", nowMs))
         yield* Effect.annotateCurrentSpan({ runId: id })
+        if (ctx.isPostgres) {
+          // One autocommit statement; only a miss reads the row to name the outcome.
+          const updated = yield* statement(
+            ctx,
+            "requestCancel",
+            id,
+            sql`UPDATE flows_runs SET cancel_requested_at_ms = ${now}
+              WHERE run_id = ${id} AND cancel_requested_at_ms IS NULL AND ${live} RETURNING cancel_requested_at_ms`
+          )
+          if (updated.length > 0) return { _tag: "CancelRequested", requestedAtMs: now } as RequestCancelOutcome
+          const states = yield* Effect.mapError(
+            sql<CancelState>`SELECT status, cancel_requested_at_ms FROM flows_runs WHERE run_id = ${id}`,
+            (error) => Errors.fromFailure("requestCancel", error)
+          )
+          return yield* classifyMiss("requestCancel", id, states)
+        }
         return yield* write(
           ctx,
           "requestCancel",
@@ -120,12 +136,12 @@ export const make = (ctx: StoreContext): Pick<Service, "requestCancel" | "reques
         const now = yield* admit("acknowledgeCancel", Boundary.safeNonNegative("nowMs", nowMs))
         yield* Effect.annotateCurrentSpan({ runId: id, ownerHostId: who.hostId })
         const ack = JSON.stringify({ observedAtMs: now, owner: { hostId: who.hostId, pid: who.pid, nonce: who.nonce } })
-        return yield* write(
+        // One conditional statement on both dialects (on PostgreSQL in autocommit): its row lock decides.
+        return yield* statement(
           ctx,
           "acknowledgeCancel",
           id,
           Effect.gen(function*() {
-            if (ctx.isPostgres) yield* sql`SELECT run_id FROM flows_runs WHERE run_id = ${id} FOR UPDATE`
             const rows = yield* sql`UPDATE flows_runs
               SET cancel_acknowledgement_json = COALESCE(cancel_acknowledgement_json, ${ack})
               WHERE run_id = ${id} AND status = 'running' AND cancel_requested_at_ms IS NOT NULL

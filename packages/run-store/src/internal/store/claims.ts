@@ -34,11 +34,11 @@ const clearClaim = (ctx: StoreContext, runId: string, claimant: OwnerIdType, cla
     claim_nonce = NULL, claimed_at_ms = NULL
     WHERE run_id = ${runId} AND ${Rows.claimIs(ctx.sql, claimant, claimedAtMs)} RETURNING run_id`
 
-/** Installs `owner` on the row (claim columns cleared): the activation mirror. */
-const installOwner = (ctx: StoreContext, runId: string, owner: OwnerIdType, atMs: number) =>
+/** Installs `owner` with generation `grantedAtMs` on the row (claim columns cleared): the activation. */
+const installOwner = (ctx: StoreContext, runId: string, owner: OwnerIdType, atMs: number, grantedAtMs: number) =>
   ctx.sql`UPDATE flows_runs SET status = 'running', started_at_ms = COALESCE(started_at_ms, ${atMs}),
     finished_at_ms = NULL, owner_host_id = ${owner.hostId}, owner_pid = ${owner.pid},
-    owner_nonce = ${owner.nonce}, heartbeat_at_ms = ${atMs},
+    owner_nonce = ${owner.nonce}, granted_at_ms = ${grantedAtMs}, heartbeat_at_ms = ${atMs},
     claim_host_id = NULL, claim_pid = NULL, claim_nonce = NULL, claimed_at_ms = NULL
     WHERE run_id = ${runId}`
 
@@ -153,7 +153,7 @@ export const make = (ctx: StoreContext): Pick<
               yield* Companion.appendAll(id, facts)
               return Rows.classify(row, now) as ClaimAndOwnOutcome
             }
-            yield* installOwner(ctx, id, who, now)
+            yield* installOwner(ctx, id, who, now, grant.grantedAtMs)
             facts.push(
               Companion.fact(transition, who, grant.grantedAtMs),
               Companion.fact("activated", who, grant.grantedAtMs)
@@ -205,7 +205,7 @@ export const make = (ctx: StoreContext): Pick<
               yield* clearClaim(ctx, id, who, token)
               return { _tag: "ClaimLost" } as ActivateOutcome
             }
-            yield* installOwner(ctx, id, who, activatedAtMs)
+            yield* installOwner(ctx, id, who, activatedAtMs, token)
             yield* Companion.appendAll(id, [Companion.fact("activated", who, token)])
             return { _tag: "Activated" } as ActivateOutcome
           })

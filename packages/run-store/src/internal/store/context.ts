@@ -13,13 +13,17 @@ import * as Boundary from "../Boundary.js"
 import * as Errors from "../errors.js"
 import { RunStoreError } from "../model.js"
 import * as ReferenceClock from "../ReferenceClock.js"
+import * as RowStrategy from "../rowStrategy.js"
 import * as Rows from "../rows.js"
 import * as SpanOutcome from "../SpanOutcome.js"
 
 export interface StoreContext {
   readonly sql: SqlClient.SqlClient
   readonly writer: DurableWriter.Service
+  /** The strategy the operations ask; over the row strategy, one that asks the database nothing. */
   readonly consensus: Consensus.Service
+  /** The row is the lease record: the operations' own statements carry every lease predicate. */
+  readonly rowLeases: boolean
   readonly isPostgres: boolean
   readonly clock: ReferenceClock.ReferenceClock
 }
@@ -27,15 +31,45 @@ export interface StoreContext {
 export const make = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
   const writer = yield* DurableWriter.DurableWriter
-  const consensus = yield* Consensus.Consensus
+  const strategy = yield* Consensus.Consensus
+  const rowLeases = RowStrategy.isRowStrategyOn(strategy, sql)
   const context: StoreContext = {
     sql,
     writer,
-    consensus,
+    consensus: rowLeases ? settled : strategy,
+    rowLeases,
     isPostgres: Dialect.isPostgres(sql),
     clock: ReferenceClock.make(sql)
   }
   return context
+})
+
+/**
+ * What the row strategy answers when the run store asks it from inside one of its
+ * own writes. Each operation calls it only after deciding from the row it locked
+ * (claim pending or not, owner, generation, staleness, evidence), which is what
+ * the strategy's own statements would check, and then writes the row itself, so
+ * a second statement on the same row would only repeat the decision.
+ */
+const settled: Consensus.Service = Consensus.make({
+  claim: (_runId, _claimant, nowMs) => Effect.succeed(Consensus.Granted.make({ grantedAtMs: nowMs })),
+  activate: () => Effect.succeed(Consensus.Activated.make({})),
+  heartbeat: (_runId, _owner, nowMs) => Effect.succeed(Consensus.Renewed.make({ heartbeatAtMs: nowMs })),
+  reconfirm: (_runId, _owner, nowMs) => Effect.succeed(Consensus.Renewed.make({ heartbeatAtMs: nowMs })),
+  release: () => Effect.void,
+  steal: (_runId, claimant, nowMs, evidence) =>
+    Effect.succeed(
+      Consensus.stealEvidenceValid(claimant, nowMs, evidence)
+        ? Consensus.Granted.make({ grantedAtMs: nowMs })
+        : Consensus.Rejected.make({ reason: "evidence_invalid" })
+    ),
+  recover: (_runId, staleClaimant, _grantedAtMs, observer, nowMs, evidence) =>
+    Effect.succeed(
+      Consensus.matchesEvidence(staleClaimant, observer, nowMs, evidence)
+        ? Consensus.Recovered.make({})
+        : Consensus.Rejected.make({ reason: "evidence_invalid" })
+    ),
+  guard: () => Effect.void
 })
 
 /** Runs an operation in span `RunStore.<method>`, counting its outcome on `counter`. */
@@ -57,6 +91,40 @@ export const write = <A, E, R>(
   body: Effect.Effect<A, E, R>
 ): Effect.Effect<A, RunStoreError, R> =>
   ctx.writer.write(body, { key }).pipe(Effect.mapError((error) => Errors.fromFailure(method, error)))
+
+/**
+ * One statement as its own write: on PostgreSQL outside a transaction it goes out
+ * alone in autocommit (one round trip, no intention locks: the statement's row
+ * lock makes it exact); inside one it joins. Every failure leaves as a `RunStoreError`.
+ */
+export const statement = <A, E, R>(
+  ctx: StoreContext,
+  method: string,
+  key: string,
+  body: Effect.Effect<A, E, R>
+): Effect.Effect<A, RunStoreError, R> =>
+  ctx.writer.statement(body, { key }).pipe(Effect.mapError((error) => Errors.fromFailure(method, error)))
+
+/** PostgreSQL: the run's control row (undefined when absent) and the database clock, read in one statement. */
+export const readRowWithClock = (ctx: StoreContext, method: string, runId: string) =>
+  Effect.flatMap(
+    Effect.mapError(
+      ctx.sql<Record<string, unknown>>`SELECT flows_runs.*, ${ctx.sql.literal(ReferenceClock.clockMillisSql)} AS reference_clock_ms
+        FROM (SELECT 1) AS one LEFT JOIN (SELECT ${Rows.controlColumnList(ctx.sql)} FROM flows_runs WHERE run_id = ${runId})
+        AS flows_runs ON true`,
+      (error) => Errors.fromFailure(method, error)
+    ),
+    (rows) => {
+      const first = rows[0]
+      const clockMs = Number(first?.reference_clock_ms)
+      if (first === undefined || first.run_id === null) return Effect.succeed({ row: undefined, clockMs })
+      return Effect.map(decodeFirst(method, runId, rows), (row) => ({ row, clockMs }))
+    }
+  )
+
+/** SQL: a lease reading `nowMs` does not lead the database clock by more than the skew allowance (PostgreSQL). */
+export const readingAdmitted = (ctx: StoreContext, nowMs: number) =>
+  ctx.sql`${nowMs} <= ${ctx.sql.literal(ReferenceClock.clockMillisSql)} + ${ReferenceClock.skewAllowanceMs}`
 
 /**
  * A write whose `nowMs` is a lease reading: the reading is bounded by the

@@ -15,14 +15,64 @@ import {
   isTerminalRunStatus,
   type OwnerIdType,
   type RunStatus,
+  type RunStoreError,
   type Service,
   type TransitionGuard,
   type TransitionOutcome
 } from "../model.js"
 import * as Rows from "../rows.js"
-import { admit, admitReading, exists, leaseWrite, lockRow, operation, type StoreContext, write } from "./context.js"
+import {
+  admit,
+  admitReading,
+  exists,
+  leaseWrite,
+  lockRow,
+  operation,
+  readingAdmitted,
+  readRowWithClock,
+  statement,
+  type StoreContext,
+  write
+} from "./context.js"
 
 export const make = (ctx: StoreContext): Pick<Service, "heartbeat" | "reconfirm" | "transitionOwned"> => {
+  /**
+   * PostgreSQL over the row strategy: one conditional `UPDATE` in autocommit whose
+   * predicates are the whole rule (running, this owner, no pending claim for a
+   * reconfirm, the reading within the database clock's allowance, re-checked once
+   * the row lock is held); only a miss reads the row and the clock again to name
+   * the outcome. A miss caused only by the clock at that instant is replayed.
+   */
+  const renewInOneStatement = (
+    method: "heartbeat" | "reconfirm",
+    id: string,
+    who: OwnerIdType,
+    now: number,
+    check: { readonly method: string; readonly runId: string; readonly nowMs: number }
+  ): Effect.Effect<HeartbeatOutcome, RunStoreError> =>
+    Effect.gen(function*() {
+      const noClaim = method === "reconfirm" ? ctx.sql`AND claim_host_id IS NULL` : ctx.sql``
+      const stored = yield* statement(
+        ctx,
+        method,
+        id,
+        ctx.sql<{ readonly heartbeat_at_ms: number | string }>`UPDATE flows_runs
+          SET heartbeat_at_ms = GREATEST(heartbeat_at_ms, ${now})
+          WHERE run_id = ${id} AND status = 'running' AND ${Rows.ownerIs(ctx.sql, who)} ${noClaim}
+            AND ${readingAdmitted(ctx, now)}
+          RETURNING heartbeat_at_ms`
+      )
+      const first = stored[0]
+      if (first !== undefined) return { _tag: "Updated", heartbeatAtMs: Number(first.heartbeat_at_ms) } as HeartbeatOutcome
+      const { clockMs, row } = yield* readRowWithClock(ctx, method, id)
+      yield* ctx.clock.checkAgainst(check, clockMs)
+      if (row === undefined) return { _tag: "NotFound" } as HeartbeatOutcome
+      if (Rows.ownedBy(row, who) && (method === "heartbeat" || row.claim === null)) {
+        return yield* renewInOneStatement(method, id, who, now, check)
+      }
+      return { _tag: "FenceLost" } as HeartbeatOutcome
+    })
+
   const renew = (method: "heartbeat" | "reconfirm") => (runId: string, owner: OwnerIdType, nowMs: number) =>
     operation(
       method,
@@ -34,6 +84,7 @@ export const make = (ctx: StoreContext): Pick<Service, "heartbeat" | "reconfirm"
         const check = { method, runId: id, nowMs: now }
         yield* admitReading(ctx, check)
         yield* Effect.annotateCurrentSpan({ runId: id, ownerHostId: who.hostId })
+        if (ctx.isPostgres && ctx.rowLeases) return yield* renewInOneStatement(method, id, who, now, check)
         return yield* leaseWrite(
           ctx,
           check,
@@ -51,9 +102,11 @@ export const make = (ctx: StoreContext): Pick<Service, "heartbeat" | "reconfirm"
               ? ctx.consensus.heartbeat(id, who, now)
               : ctx.consensus.reconfirm(id, who, now))
             if (renewed._tag === "Lost") return yield* lost
+            // A reconfirm yields to a pending steal claim (the strategy's rule, checked on the row too).
+            const noClaim = method === "reconfirm" ? ctx.sql`AND claim_host_id IS NULL` : ctx.sql``
             const stored = yield* ctx.sql<{ readonly heartbeat_at_ms: number | string }>`UPDATE flows_runs
               SET heartbeat_at_ms = ${Dialect.greatest(ctx.sql)}(heartbeat_at_ms, ${renewed.heartbeatAtMs})
-              WHERE run_id = ${id} AND status = 'running' AND ${Rows.ownerIs(ctx.sql, who)}
+              WHERE run_id = ${id} AND status = 'running' AND ${Rows.ownerIs(ctx.sql, who)} ${noClaim}
               RETURNING heartbeat_at_ms`
             const first = stored[0]
             if (first === undefined) return yield* lost
@@ -119,7 +172,7 @@ export const make = (ctx: StoreContext): Pick<Service, "heartbeat" | "reconfirm"
             }
             yield* ctx.sql`UPDATE flows_runs SET status = ${target},
               finished_at_ms = ${terminal ? transitionedAtMs : null},
-              owner_host_id = NULL, owner_pid = NULL, owner_nonce = NULL, heartbeat_at_ms = NULL,
+              owner_host_id = NULL, owner_pid = NULL, owner_nonce = NULL, granted_at_ms = NULL, heartbeat_at_ms = NULL,
               claim_host_id = NULL, claim_pid = NULL, claim_nonce = NULL, claimed_at_ms = NULL,
               state_json = COALESCE(${state}, state_json) WHERE run_id = ${id}`
             facts.push(Companion.fact("released", who, null))

@@ -9,7 +9,7 @@ import * as Boundary from "../Boundary.js"
 import * as Errors from "../errors.js"
 import { type CreateOptions, type RunRow, RunStoreError, type Service } from "../model.js"
 import * as Rows from "../rows.js"
-import { admit, operation, type StoreContext, write } from "./context.js"
+import { admit, operation, statement, type StoreContext, write } from "./context.js"
 
 /**
  * Lineage membership of run `runId` (§14): with `L = COALESCE(X.lineage_id, X.run_id)`,
@@ -36,6 +36,49 @@ const readFailure = (method: string) => (error: unknown) => Errors.fromFailure(m
 export const make = (ctx: StoreContext): Pick<Service, "create" | "get" | "lineage" | "latestRound"> => {
   const { sql } = ctx
 
+  /**
+   * PostgreSQL: the `row_seq` allocation and the insert in one autocommit statement. The
+   * counter advances only when no row has the id yet (a duplicate changes nothing), and
+   * its row lock, held to the statement's commit, keeps `row_seq` in commit order. Only a
+   * miss reads again, to tell a duplicate from a missing counter row.
+   */
+  const createInOneStatement = (
+    id: string,
+    opts: { readonly parentRunId: string | null; readonly lineageId: string | null; readonly roundOrdinal: number | null },
+    state: string,
+    createdAtMs: number
+  ): Effect.Effect<void, RunStoreError> =>
+    Effect.gen(function*() {
+      const inserted = yield* statement(
+        ctx,
+        "create",
+        id,
+        sql`WITH seq AS (
+            UPDATE flows_run_counter SET last_row_seq = last_row_seq + 1
+            WHERE singleton = 1 AND NOT EXISTS (SELECT 1 FROM flows_runs WHERE run_id = ${id})
+            RETURNING last_row_seq
+          )
+          INSERT INTO flows_runs (row_seq, run_id, status, created_at_ms, parent_run_id, lineage_id, round_ordinal,
+            state_json)
+          SELECT seq.last_row_seq, ${id}::text, 'pending', ${createdAtMs}::bigint, ${opts.parentRunId}::text,
+            ${opts.lineageId}::text, ${opts.roundOrdinal}::bigint, ${state}::text FROM seq
+          ON CONFLICT (run_id) DO NOTHING RETURNING run_id`
+      )
+      if (inserted.length > 0) return
+      const [probe] = yield* Effect.mapError(
+        sql<{ readonly present: boolean; readonly counted: boolean }>`SELECT
+          EXISTS (SELECT 1 FROM flows_runs WHERE run_id = ${id}) AS present,
+          EXISTS (SELECT 1 FROM flows_run_counter WHERE singleton = 1) AS counted`,
+        readFailure("create")
+      )
+      if (probe?.present === true) return yield* Effect.fail(Errors.duplicateRun("create", id))
+      if (probe?.counted !== true) {
+        return yield* Effect.fail(Errors.writeInvariant("create", id, "the run counter row is missing"))
+      }
+      // The row seen by the guard was gone by the insert: the id is free again, so try once more.
+      return yield* createInOneStatement(id, opts, state, createdAtMs)
+    })
+
   const create = (runId: string, stateJson: string, options?: CreateOptions) =>
     operation(
       "create",
@@ -46,6 +89,7 @@ export const make = (ctx: StoreContext): Pick<Service, "create" | "get" | "linea
         const state = yield* admit("create", Boundary.jsonText("stateJson", stateJson))
         yield* Effect.annotateCurrentSpan({ runId: id })
         const createdAtMs = Math.floor(yield* Clock.currentTimeMillis)
+        if (ctx.isPostgres) return yield* createInOneStatement(id, opts, state, createdAtMs)
         yield* write(
           ctx,
           "create",
