@@ -1,7 +1,7 @@
 /**
  * The run store's migration set: namespace `run-store`, id block 1000
  * (ledger ids 1001–1999): `0001_initial`, `0002_lineage`,
- * `0003_execution_revisions`, `0004_waiting_request`. Append-only.
+ * `0003_execution_revisions`, `0004_waiting_request`, `0006_commit_feeds`. Append-only.
  *
  * @since 0.1.0
  */
@@ -13,6 +13,7 @@ import { initial } from "./migrations/0001_initial.js"
 import { lineage } from "./migrations/0002_lineage.js"
 import { executionRevisions } from "./migrations/0003_execution_revisions.js"
 import { waitingRequest } from "./migrations/0004_waiting_request.js"
+import { commitFeeds } from "./migrations/0006_commit_feeds.js"
 
 /**
  * The set to compose with the journal's (which creates `flows_consensus_leases`,
@@ -28,7 +29,8 @@ export const set: DatabaseMigrations.MigrationSet = Object.freeze({
     "0001_initial": initial,
     "0002_lineage": lineage,
     "0003_execution_revisions": executionRevisions,
-    "0004_waiting_request": waitingRequest
+    "0004_waiting_request": waitingRequest,
+    "0006_commit_feeds": commitFeeds
   })
 })
 

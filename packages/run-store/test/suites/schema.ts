@@ -6,6 +6,7 @@ import * as DurableWriter from "@baton/database/DurableWriter"
 import * as DatabaseMigrations from "@baton/database/Migrations"
 import * as JournalMigrations from "@baton/journal/Migrations"
 import * as Migrations from "@baton/run-store/Migrations"
+import * as RunChanges from "@baton/run-store/RunChanges"
 import * as RunStore from "@baton/run-store/RunStore"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { expect, it } from "@effect/vitest"
@@ -50,9 +51,30 @@ const changes = (sql: SqlClient.SqlClient) =>
 
 const source = (sql: SqlClient.SqlClient) =>
   Effect.map(
-    sql<{ source: string; revision: number }>`SELECT source, revision FROM flows_run_source`,
-    (rows) => rows[0] === undefined ? undefined : { source: rows[0].source, revision: Number(rows[0].revision) }
+    sql<{ source: string }>`SELECT source FROM flows_run_source`,
+    (rows) => rows[0]?.source
   )
+
+/** The newest revision handed out (tombstones stay, so it never goes down). */
+const head = (sql: SqlClient.SqlClient) =>
+  Effect.map(sql<{ h: number | null }>`SELECT MAX(revision) AS h FROM flows_run_changes`, (rows) => Number(rows[0]?.h ?? 0))
+
+/**
+ * On PostgreSQL, waits until every transaction that was open when called has ended anywhere on the
+ * server (the feed holds back changes above the oldest open one, and other suites share the server).
+ */
+const settled = (sql: SqlClient.SqlClient) =>
+  Dialect.isPostgres(sql)
+    ? Effect.gen(function*() {
+      const [mark] = yield* sql<{ x: string }>`SELECT pg_snapshot_xmax(pg_current_snapshot())::text AS x`
+      for (;;) {
+        const [now] = yield* sql<{ passed: boolean }>`SELECT pg_snapshot_xmin(pg_current_snapshot()) >= ${mark!.x}::xid8 AS passed`
+        if (now!.passed) return
+        // Real time: the suite runs under TestClock.
+        yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 20)))
+      }
+    })
+    : Effect.void
 
 const storeOn = Layer.provide(RunStore.layerWith, SqlConsensus.layer)
 
@@ -65,7 +87,8 @@ export const schemaSuite = (makeDatabase: () => Database, rawDelete: RawDelete) 
         { id: 1001, namespace: "run-store", name: "initial" },
         { id: 1002, namespace: "run-store", name: "lineage" },
         { id: 1003, namespace: "run-store", name: "execution_revisions" },
-        { id: 1004, namespace: "run-store", name: "waiting_request" }
+        { id: 1004, namespace: "run-store", name: "waiting_request" },
+        { id: 1006, namespace: "run-store", name: "commit_feeds" }
       ])
       expect(yield* Migrations.run).toEqual([])
       const tables = yield* Dialect.tables(sql)
@@ -123,29 +146,37 @@ export const schemaSuite = (makeDatabase: () => Database, rawDelete: RawDelete) 
         VALUES (1, 'a', 'pending', 1, '{}'), (2, 'b', 'pending', 2, '{}')`
       yield* sql`UPDATE flows_run_counter SET last_row_seq = 2`
       const upgraded = yield* DatabaseMigrations.run([JournalMigrations.set, Migrations.set])
-      expect(upgraded.map((m) => m.id)).toEqual([1003, 1004])
+      expect(upgraded.map((m) => m.id)).toEqual([1003, 1004, 1006])
       expect(yield* changes(sql)).toEqual({ a: [1, 0], b: [2, 0] })
       const first = (yield* source(sql))!
-      expect(first.revision).toBe(2)
-      expect(first.source).toMatch(/^[0-9a-f]{32}$/)
+      expect(yield* head(sql)).toBe(2)
+      expect(first).toMatch(/^[0-9a-f]{32}$/)
 
       const { store } = yield* Effect.map(RunStore.RunStore, (store) => ({ store }))
       expect(yield* store.claimAndOwn("a", pending, A, 0)).toEqual({ _tag: "Activated" })
-      expect((yield* source(sql))!.revision).toBe(3)
+      expect(yield* head(sql)).toBe(3)
       yield* store.heartbeat("a", A, 5)
-      expect((yield* source(sql))!.revision).toBe(3)
+      expect(yield* head(sql)).toBe(3)
       yield* store.requestCancel("a", 1)
       expect(yield* store.acknowledgeCancel("a", A, 2)).toBe(true)
       expect(yield* store.acknowledgeCancel("a", A, 3)).toBe(true)
       expect(yield* store.transitionOwned("a", A, "cancelled")).toEqual({ _tag: "Transitioned" })
       const rename = yield* Effect.either(sql`UPDATE flows_runs SET run_id = 'b2' WHERE run_id = 'b'`)
       expect(Either.isLeft(rename) && DurableWriter.codeOf(rename.left)).toBe("constraint")
-      expect((yield* source(sql))!.revision).toBe(7)
+      expect(yield* head(sql)).toBe(7)
       yield* rawDelete(sql, "a")
-      expect(yield* source(sql)).toEqual({ source: first.source, revision: 8 })
+      expect(yield* source(sql)).toEqual(first)
+      expect(yield* head(sql)).toBe(8)
       expect(yield* changes(sql)).toEqual({ a: [8, 1], b: [2, 0] })
+      yield* settled(sql)
+      const feed = yield* RunChanges.page(RunChanges.start, 10)
+      expect(feed.changes.map((c) => [c.runId, c.revision, c.deleted])).toEqual([["b", 2, false], ["a", 8, true]])
+      expect(yield* RunChanges.page(feed.next, 10)).toEqual({ changes: [], next: feed.next })
 
-      yield* sql`UPDATE flows_run_source SET revision = 9007199254740991`
+      // The next revision would pass 2^53 - 1: the sequence (PostgreSQL) or the column CHECK (SQLite) refuses it.
+      yield* Dialect.isPostgres(sql)
+        ? sql`SELECT setval('flows_run_revision', 9007199254740991)`
+        : sql`UPDATE flows_run_changes SET revision = 9007199254740991 WHERE run_id = 'a'`
       const overflow = yield* Effect.flip(store.create("c", "{}"))
       expect(overflow.code).toBe("constraint")
       expect(yield* sql`SELECT run_id FROM flows_runs WHERE run_id = 'c'`).toEqual([])
