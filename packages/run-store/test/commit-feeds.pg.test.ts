@@ -70,6 +70,11 @@ const drain = (after: RunChanges.Cursor) =>
 const touch = (runId: string, mark: number) =>
   [`UPDATE flows_runs SET state_json = $1 WHERE run_id = $2`, [JSON.stringify({ mark }), runId]] as const
 
+/** The statement `RunStore.create` sends on PostgreSQL, for a raw connection. */
+const create = (runId: string) =>
+  `INSERT INTO flows_runs (row_seq, run_id, status, created_at_ms, state_json)
+    VALUES (nextval('flows_run_row_seq'), '${runId}', 'pending', 0, '{}')`
+
 describe.skipIf(url === undefined)("commit feeds without a shared row (PostgreSQL)", () => {
   const layer = () => stack(TestDatabase.layerPostgres(url!))
 
@@ -109,9 +114,11 @@ describe.skipIf(url === undefined)("commit feeds without a shared row (PostgreSQ
       for (const id of [...runs, "x"]) yield* store.create(id, "{}")
       const clients = yield* Effect.all(runs.map(() => connection))
 
-      // T1 changes run w0 (a revision-advancing update) and holds its transaction open.
+      // T1 changes run w0 (a revision-advancing update), creates a run the way RunStore.create does
+      // (taking a row_seq), and holds its transaction open.
       yield* query(clients[0]!, "BEGIN")
       yield* query(clients[0]!, ...touch("w0", 1))
+      yield* query(clients[0]!, create("held"))
       // The seven others each change their own run while T1 is open; a wait on any row T1 holds
       // would end in the lock timeout instead of a commit.
       const outcomes = yield* Effect.all(
@@ -122,15 +129,17 @@ describe.skipIf(url === undefined)("commit feeds without a shared row (PostgreSQ
             yield* query(c, "SET LOCAL lock_timeout = '2s'")
             const update = yield* Effect.either(attempt(c, ...touch(id, 1)))
             const settle = yield* Effect.either(attempt(c, "UPDATE flows_runs SET status = 'cancelled', finished_at_ms = 1 WHERE run_id = $1", [id]))
-            yield* query(c, update._tag === "Right" && settle._tag === "Right" ? "COMMIT" : "ROLLBACK")
-            return [update._tag, settle._tag]
+            const created = yield* Effect.either(attempt(c, create(`${id}-new`)))
+            yield* query(c, "COMMIT")
+            return [update._tag, settle._tag, created._tag]
           })
         ),
         { concurrency: "unbounded" }
       )
-      expect(outcomes).toEqual(runs.slice(1).map(() => ["Right", "Right"]))
+      expect(outcomes).toEqual(runs.slice(1).map(() => ["Right", "Right", "Right"]))
       // The store's own write path (its intention locks and row lock) neither, with T1 still open.
       expect((yield* store.requestCancel("x", 5))._tag).toBe("CancelRequested")
+      yield* store.create("y", "{}")
       yield* query(clients[0]!, "COMMIT")
       for (const id of runs.slice(1)) expect((yield* store.get(id)).status).toBe("cancelled")
     }).pipe(Effect.provide(layer()), Effect.scoped))

@@ -36,7 +36,8 @@ const body = (sql: SqlClient.SqlClient, row: "NEW" | "OLD", deleted: 0 | 1, numb
       ON CONFLICT (run_id) DO UPDATE SET revision = excluded.revision, deleted = excluded.deleted;`
   }
   // The upsert locks only this run's change row. Tombstones are never removed, so on SQLite the
-  // maximum never goes down and `MAX + 1` is always a number no change ever had.
+  // maximum never goes down and `MAX + 1` is always a number no change ever had; the tombstone also
+  // keeps a deleted run's `row_seq`, so `create` never hands that number out again.
   return pg
     ? `${guard}
     INSERT INTO flows_run_changes (run_id, revision, deleted, change_xid)
@@ -44,9 +45,10 @@ const body = (sql: SqlClient.SqlClient, row: "NEW" | "OLD", deleted: 0 | 1, numb
       ON CONFLICT (run_id) DO UPDATE SET revision = excluded.revision, deleted = excluded.deleted,
         change_xid = excluded.change_xid;`
     : `${guard}
-    INSERT INTO flows_run_changes (run_id, revision, deleted)
-      VALUES (${row}.run_id, (SELECT COALESCE(MAX(revision), 0) + 1 FROM flows_run_changes), ${deleted})
-      ON CONFLICT (run_id) DO UPDATE SET revision = excluded.revision, deleted = excluded.deleted;`
+    INSERT INTO flows_run_changes (run_id, revision, deleted, row_seq)
+      VALUES (${row}.run_id, (SELECT COALESCE(MAX(revision), 0) + 1 FROM flows_run_changes), ${deleted}, ${row}.row_seq)
+      ON CONFLICT (run_id) DO UPDATE SET revision = excluded.revision, deleted = excluded.deleted,
+        row_seq = excluded.row_seq;`
 }
 
 /** (Re)creates the update trigger over every column except `heartbeat_at_ms`. */

@@ -21,6 +21,20 @@ export const membership = (sql: SqlClient.SqlClient, runId: string): Fragment =>
     AND (flows_runs.lineage_id IS NULL OR flows_runs.lineage_id = ${root})))`
 }
 
+/**
+ * The next `row_seq`, taking no shared row. PostgreSQL: the sequence (`nextval` never waits; readers
+ * hold back numbers whose transaction may still be open). SQLite: writes are serialized, so one above
+ * the highest number ever recorded (change rows keep deleted runs' numbers; the frozen counter is the
+ * floor from before the sequence) is commit-ordered.
+ */
+export const nextRowSeq = (ctx: StoreContext): Fragment =>
+  ctx.sql.literal(
+    ctx.isPostgres
+      ? `nextval('flows_run_row_seq')`
+      : `(SELECT MAX(m) + 1 FROM (SELECT MAX(row_seq) AS m FROM flows_run_changes
+          UNION ALL SELECT last_row_seq FROM flows_run_counter UNION ALL SELECT 0))`
+  )
+
 /** Ordering of rounds: ordinal, then run id bytewise on both dialects. */
 export const roundOrder = (ctx: StoreContext): Fragment =>
   ctx.sql.literal(ctx.isPostgres ? `COALESCE(round_ordinal, 0), run_id COLLATE "C"` : `COALESCE(round_ordinal, 0), run_id`)
@@ -51,13 +65,9 @@ export const make = (ctx: StoreContext): Pick<Service, "create" | "get" | "linea
           "create",
           id,
           Effect.gen(function*() {
-            const counter = yield* sql<{ readonly last_row_seq: number | string }>`UPDATE flows_run_counter
-              SET last_row_seq = last_row_seq + 1 WHERE singleton = 1 RETURNING last_row_seq`
-            const seq = counter[0]
-            if (seq === undefined) return yield* Effect.fail(Errors.writeInvariant("create", id, "the run counter row is missing"))
-            // A duplicate id inserts nothing (other refusals still raise); failing here rolls the counter back.
+            // A duplicate id inserts nothing (other refusals still raise).
             const inserted = yield* sql`INSERT INTO flows_runs (row_seq, run_id, status, created_at_ms, parent_run_id,
-              lineage_id, round_ordinal, state_json) VALUES (${Number(seq.last_row_seq)}, ${id}, 'pending',
+              lineage_id, round_ordinal, state_json) VALUES (${nextRowSeq(ctx)}, ${id}, 'pending',
               ${createdAtMs}, ${opts.parentRunId}, ${opts.lineageId}, ${opts.roundOrdinal}, ${state})
               ON CONFLICT (run_id) DO NOTHING RETURNING run_id`
             if (inserted.length === 0) return yield* Effect.fail(Errors.duplicateRun("create", id))
