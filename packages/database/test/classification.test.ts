@@ -34,6 +34,8 @@ describe("DatabaseError classification", () => {
     ["08006", "", "io"],
     ["57P01", "", "io"],
     ["58030", "", "io"],
+    ["25P03", "", "io"],
+    ["57P05", "", "io"],
     ["ECONNRESET", "", "io"],
     ["EPIPE", "", "io"],
     ["42703", "", "schema"],
@@ -48,6 +50,7 @@ describe("DatabaseError classification", () => {
     [undefined, "database disk image is malformed", "corrupt"],
     [undefined, "database or disk is full", "full"],
     [undefined, "Connection terminated unexpectedly", "io"],
+    [undefined, "Client has encountered a connection error and is not queryable", "io"],
     [undefined, "something else", "unknown"]
   ]
   for (const [code, message, expected] of table) {

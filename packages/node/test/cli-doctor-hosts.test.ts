@@ -42,7 +42,7 @@ describe("baton doctor and live hosts", () => {
     expect(stuck).toEqual([{
       check: "stuck runs",
       level: "WARN",
-      message: `${runId} (wait-approval) waits for a host: no live host serves flow wait-approval (none drives or has parked a run of it)`,
+      message: `${runId} (wait-approval) waits for a host: no live host serves flow wait-approval (none lists it, drives or has parked a run of it)`,
       hint: "start a host that serves flow wait-approval"
     }])
   }, 60_000)

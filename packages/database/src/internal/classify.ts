@@ -31,7 +31,7 @@ const messagePatterns: ReadonlyArray<readonly [Code, ReadonlyArray<string>]> = [
   ["read_only", ["attempt to write a readonly database"]],
   ["corrupt", ["database disk image is malformed", "file is not a database"]],
   ["full", ["database or disk is full"]],
-  ["io", ["disk i/o error", "connection terminated"]],
+  ["io", ["disk i/o error", "connection terminated", "is not queryable"]],
   ["schema", ["no such table", "no such column"]]
 ]
 
@@ -60,7 +60,11 @@ const sqlStateCode = (state: string): Code => {
   if (state === "25006") return "read_only"
   if (state === "XX001" || state === "XX002") return "corrupt"
   if (state === "53100" || state === "53200") return "full"
-  if (state.startsWith("08") || state.startsWith("58") || state === "57P01" || state === "57P02" || state === "57P03") {
+  // 25P03/57P05: the server ended the session for idling (in a transaction or not): the connection is gone.
+  if (
+    state.startsWith("08") || state.startsWith("58") || state === "57P01" || state === "57P02" || state === "57P03" ||
+    state === "25P03" || state === "57P05"
+  ) {
     return "io"
   }
   if (state === "42P01" || state === "42703") return "schema"

@@ -66,7 +66,7 @@ const unreadableRuns = Effect.gen(function*() {
 
 /** What the run's flow no live host serves means, for messages. */
 const unservedText = (flowId: string): string =>
-  `no live host serves flow ${flowId} (none drives or has parked a run of it)`
+  `no live host serves flow ${flowId} (none lists it, drives or has parked a run of it)`
 
 /** A run's recorded code against live hosts that run other code for its flow. */
 const liveDriftText = (flowId: string, recorded: string | undefined, servers: ReadonlyArray<Hosts.Server>): string =>

@@ -3,6 +3,7 @@
  * read verbs from creating anything, the optional flow catalog (`--config`), and the client-mode
  * `NodeRuntime` every verb runs in.
  */
+import * as ControlMigrations from "@baton/control/Migrations"
 import * as Migrations from "@baton/database/Migrations"
 import type * as ApprovalAuthority from "@baton/control/ApprovalAuthority"
 import * as Effect from "effect/Effect"
@@ -248,14 +249,19 @@ export const pendingText = (status: Migrations.MigrationStatus): string => {
   return `lacks ${sets} (${count(status.pending.length)})`
 }
 
+/** A pending library migration whose absence every read tolerates (control's host presence table). */
+const optionalForReads = (migration: Migrations.AppliedMigration): boolean =>
+  migration.namespace === ControlMigrations.set.namespace && ControlMigrations.optionalForReads.includes(migration.id)
+
 /**
  * Read verbs refuse a database whose Baton schema is older than this build (pending library
- * migrations), exit 5. Pending application migrations do not stop reads of Baton's own data.
+ * migrations), exit 5. Pending application migrations do not stop reads of Baton's own data, nor do
+ * library migrations that reads tolerate missing (`doctor` still lists them under its ledger check).
  */
 export const requireCurrentSchema = (globals: Globals) =>
   Migrations.status(librarySets).pipe(
     Effect.flatMap((status) =>
-      status.pending.length === 0
+      status.pending.every(optionalForReads)
         ? Effect.void
         : Effect.fail(
           new CliFailure({

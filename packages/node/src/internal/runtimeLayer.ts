@@ -21,6 +21,7 @@ import * as HostIdentity from "../HostIdentity.js"
 import * as NodeExecutor from "../NodeExecutor.js"
 import * as ProcessLiveness from "../ProcessLiveness.js"
 import * as HostCore from "./hostCore.js"
+import * as HostPresence from "./hostPresence.js"
 import * as Supervisor from "./hostSupervisor.js"
 import * as LiveIncarnations from "./liveIncarnations.js"
 import { librarySets, type Options, type PgExtras, validate, validateCatalog, type Validated } from "./runtimeOptions.js"
@@ -160,6 +161,8 @@ export const compose = <E1, E2>(
           if (validated.mode === "client") return Supervisor.client(c)
           const started = yield* Supervisor.start(c, validated)
           yield* Effect.addFinalizer(() => started.shutdown)
+          // Registered after shutdown, so closing removes the presence row before the drain.
+          yield* HostPresence.maintain(c, readFlows)
           return started.service
         })
       ),
