@@ -9,6 +9,7 @@ import * as Boundary from "../Boundary.js"
 import * as Errors from "../errors.js"
 import { type CreateOptions, type RunRow, RunStoreError, type Service } from "../model.js"
 import * as Rows from "../rows.js"
+import { nextRowSeq } from "../rowSeq.js"
 import { admit, operation, type StoreContext, write } from "./context.js"
 
 /**
@@ -20,20 +21,6 @@ export const membership = (sql: SqlClient.SqlClient, runId: string): Fragment =>
   return sql`(flows_runs.lineage_id = ${root} OR (flows_runs.run_id = ${root}
     AND (flows_runs.lineage_id IS NULL OR flows_runs.lineage_id = ${root})))`
 }
-
-/**
- * The next `row_seq`, taking no shared row. PostgreSQL: the sequence (`nextval` never waits; readers
- * hold back numbers whose transaction may still be open). SQLite: writes are serialized, so one above
- * the highest number ever recorded (change rows keep deleted runs' numbers; the frozen counter is the
- * floor from before the sequence) is commit-ordered.
- */
-export const nextRowSeq = (ctx: StoreContext): Fragment =>
-  ctx.sql.literal(
-    ctx.isPostgres
-      ? `nextval('flows_run_row_seq')`
-      : `(SELECT MAX(m) + 1 FROM (SELECT MAX(row_seq) AS m FROM flows_run_changes
-          UNION ALL SELECT last_row_seq FROM flows_run_counter UNION ALL SELECT 0))`
-  )
 
 /** Ordering of rounds: ordinal, then run id bytewise on both dialects. */
 export const roundOrder = (ctx: StoreContext): Fragment =>
@@ -67,7 +54,7 @@ export const make = (ctx: StoreContext): Pick<Service, "create" | "get" | "linea
           Effect.gen(function*() {
             // A duplicate id inserts nothing (other refusals still raise).
             const inserted = yield* sql`INSERT INTO flows_runs (row_seq, run_id, status, created_at_ms, parent_run_id,
-              lineage_id, round_ordinal, state_json) VALUES (${nextRowSeq(ctx)}, ${id}, 'pending',
+              lineage_id, round_ordinal, state_json) VALUES (${nextRowSeq(sql)}, ${id}, 'pending',
               ${createdAtMs}, ${opts.parentRunId}, ${opts.lineageId}, ${opts.roundOrdinal}, ${state})
               ON CONFLICT (run_id) DO NOTHING RETURNING run_id`
             if (inserted.length === 0) return yield* Effect.fail(Errors.duplicateRun("create", id))
