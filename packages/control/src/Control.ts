@@ -141,7 +141,8 @@ type E = ControlError.ControlError
  *   (`Terminal{cancelled}` when it settled here, else `Accepted`).
  * - `resume`: claim a parked run, or hand it to the live host that parked it
  *   (`Accepted{handedTo}` plus a resume delegation).
- * - `getRun`, `list`: projections (with a `codeDrift` view on live runs); a run id
+ * - `getRun`, `list`: projections (with a `codeDrift` view on live runs whose flow the catalog holds,
+ *   or whose engine differs); a run id
  *   that is not 1..1024 well-formed characters fails `InvalidInput`.
  * - `plan` answers the card with its `inputSummary` redacted (journal `Redaction`).
  *
@@ -257,6 +258,23 @@ const driftView = (drift: ControlError.CodeDrift): ControlSchema.CodeDriftView =
 })
 
 /**
+ * The drift a read reports. A catalog that lacks the run's flow says nothing about the run's code (a
+ * client's catalog need not hold every host's flows), so its flow part is left to the host that drives
+ * the run; `codeDrift` itself still counts the flow as gone, which is what resuming here must refuse.
+ */
+const readDriftView = (
+  drift: ControlError.CodeDrift,
+  flows: ReadonlyArray<{ readonly flowId: string }>
+): ControlSchema.CodeDriftView | undefined => {
+  if (drift.current !== undefined || flows.some((f) => f.flowId === drift.flowId)) return driftView(drift)
+  if (drift.recordedEngine === undefined) return undefined
+  return {
+    recordedEngine: drift.recordedEngine,
+    ...(drift.currentEngine === undefined ? {} : { currentEngine: drift.currentEngine })
+  }
+}
+
+/**
  * Builds the facade over a `ControlRuntime` and a `Journal`. A
  * `ControlExecutor` and a `RunStore` in the context are used when present
  * (without an executor launches are declined; without either, a cancel
@@ -277,8 +295,11 @@ export const make: Effect.Effect<Service, never, ControlRuntime.ControlRuntime |
     const decorate = (summary: ControlSchema.RunSummary): Effect.Effect<ControlSchema.RunSummary> =>
       Runs.isTerminal(summary.status)
         ? Effect.succeed(summary)
-        : runtime.codeDrift(summary.runId).pipe(
-          Effect.map((drift) => (drift === undefined ? summary : { ...summary, codeDrift: driftView(drift) })),
+        : Effect.all([runtime.codeDrift(summary.runId), runtime.listFlows]).pipe(
+          Effect.map(([drift, flows]) => {
+            const view = drift === undefined ? undefined : readDriftView(drift, flows)
+            return view === undefined ? summary : { ...summary, codeDrift: view }
+          }),
           Effect.orElseSucceed(() => summary)
         )
 

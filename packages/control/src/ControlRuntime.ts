@@ -451,13 +451,27 @@ export interface PlanQuery {
 }
 
 /**
- * A plan listing page.
+ * A listed plan whose stored row cannot be read: its id, its decision when that column reads, and an
+ * `issue` naming the table, column and rule (never the stored value).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface UnreadablePlan {
+  readonly planId: string
+  readonly decision?: PlanDecision | undefined
+  readonly readable: false
+  readonly issue: string
+}
+
+/**
+ * A plan listing page. One unreadable row is listed as an `UnreadablePlan` instead of failing the page.
  *
  * @since 0.1.0
  * @category models
  */
 export interface PlanPage {
-  readonly plans: ReadonlyArray<StoredPlan>
+  readonly plans: ReadonlyArray<StoredPlan | UnreadablePlan>
   readonly next?: number | undefined
 }
 

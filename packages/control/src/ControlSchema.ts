@@ -539,7 +539,17 @@ export const ListResponse = Schema.Union(
     nextCursor: Schema.optional(Schema.String)
   }),
   Schema.TaggedStruct("plans", {
-    items: Schema.Array(Schema.Struct({ card: PlanCard, input: Json, decision: PlanDecision })),
+    // A plan row that cannot be read is listed flagged, as runs are: its id, its decision when that
+    // column reads, and the issue (table, column, rule).
+    items: Schema.Array(Schema.Union(
+      Schema.Struct({ card: PlanCard, input: Json, decision: PlanDecision }),
+      Schema.Struct({
+        planId: Schema.String,
+        decision: Schema.optional(PlanDecision),
+        readable: Schema.Literal(false),
+        issue: Schema.String
+      })
+    )),
     nextCursor: Schema.optional(Schema.String)
   }),
   Schema.TaggedStruct("runs", { items: Schema.Array(RunSummary), nextCursor: Schema.optional(Schema.String) })

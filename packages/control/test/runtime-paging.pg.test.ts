@@ -13,6 +13,7 @@ import { Deferred, Effect, Fiber, Layer } from "effect"
 import * as ControlRuntime from "../src/ControlRuntime.js"
 import * as SqlControlRuntime from "../src/SqlControlRuntime.js"
 import { launchF } from "./fixtures/runtimeContract.js"
+import { unreadablePlanListing } from "./fixtures/unreadablePlan.js"
 import { defaultFlows, pgDatabase } from "./fixtures/runtimeSupport.js"
 
 const url = TestDatabase.postgresTestUrl("control runtime paging")
@@ -89,5 +90,11 @@ describe.skipIf(url === undefined)("SqlControlRuntime paging on PostgreSQL", () 
         h2.rt.appendSteer("run-2", message("run-2", "m-b"))
       )
       expect(yield* Fiber.join(steerTwo)).toBeGreaterThan(steerA)
+    }).pipe(Effect.provide(Layer.orDie(Layer.provideMerge(RunStore.layer, pgDatabase(url!))))), 120_000)
+
+  it.scopedLive("a plan whose stored card does not decode is listed in place flagged readable: false, never failing the page", () =>
+    Effect.gen(function*() {
+      const rt = yield* SqlControlRuntime.make({ flows: defaultFlows })
+      yield* Effect.provideService(unreadablePlanListing, ControlRuntime.ControlRuntime, rt)
     }).pipe(Effect.provide(Layer.orDie(Layer.provideMerge(RunStore.layer, pgDatabase(url!))))), 120_000)
 })

@@ -11,6 +11,7 @@ import * as ControlRuntime from "../src/ControlRuntime.js"
 import * as SqlControlRuntime from "../src/SqlControlRuntime.js"
 import { launchF } from "./fixtures/runtimeContract.js"
 import { insertEngineRows } from "./fixtures/runtimeRows.js"
+import { unreadablePlanListing } from "./fixtures/unreadablePlan.js"
 import { defaultFlows, flowF, sqliteRuntime } from "./fixtures/runtimeSupport.js"
 
 type Env = SqlClient.SqlClient | DurableWriter.DurableWriter | RunStore.RunStore | ControlRuntime.ControlRuntime
@@ -32,6 +33,8 @@ const walk = (query: Omit<ControlRuntime.RunQuery, "cursor">) =>
   })
 
 describe("SqlControlRuntime listing and projection", () => {
+  test("a plan whose stored card does not decode is listed in place flagged readable: false, never failing the page", unreadablePlanListing)
+
   test("39: a malformed stored signal is quarantined without breaking other runs' signals", Effect.gen(function*() {
     const rt = yield* ControlRuntime.ControlRuntime
     yield* launchF({ a: 1 })

@@ -471,7 +471,7 @@ describe("Migrations", () => {
         Migrations.run([set({ "0001_b": ddl("CREATE TABLE b2 (x INTEGER)"), "0002_a": ddl("CREATE TABLE a2 (x INTEGER)") })])
       )
       expect(error).toMatchObject({ _tag: "@baton/database/MigrationError", reason: "history_mismatch", migrationId: 1 })
-      expect(error.message).toBe("migration 1 is recorded as app_a but this build declares app_b")
+      expect(error.message).toBe("migration 1 of app is recorded under another name than this build declares (app_b)")
       const sql = yield* SqlClient.SqlClient
       expect((yield* sql<{ n: number }>`SELECT count(*) AS n FROM sqlite_master WHERE name IN ('a2', 'b2')`)[0]!.n).toBe(0)
     }).pipe(Effect.provide(TestDatabase.layer)), probeTimeout)

@@ -87,9 +87,12 @@ describe.skipIf(url === undefined)("multi-process PostgreSQL", () => {
           started_us: Number(row.started_us),
           ended_us: Number(row.ended_us)
         }))
+      // The processes start together (a barrier), so tsx start-up delays on a loaded machine
+      // cannot separate their writes in time.
+      await rawQuery(pgUrl, `CREATE TABLE "${schema}".interval_barrier (proc TEXT PRIMARY KEY)`)
       await runAll(
         "pg-intervals",
-        Array.from({ length: 4 }, (_, i) => ({ target, proc: `k${i}`, key: `k${i}`, writes: 10, holdMs: 40 }))
+        Array.from({ length: 4 }, (_, i) => ({ target, proc: `k${i}`, key: `k${i}`, writes: 10, holdMs: 40, barrier: 4 }))
       )
       const keyed = await read()
       expect(keyed).toHaveLength(40)

@@ -356,12 +356,12 @@ describe("SqliteDatabase migration refusals write nothing", () => {
       const ahead = yield* refused(filename, [v1])
       expect(ahead.reason).toBe("ahead")
       expect(ahead.message).toBe(
-        "the database is ahead of this build: 10002 (app_tags) is recorded, but app declares migrations only up to 10001; upgrade app or open another database"
+        "the database is ahead of this build: migration 10002 of app is recorded, but app declares migrations only up to 10001; upgrade app or open another database"
       )
       expect((yield* refused(filename, [v1], true)).reason).toBe("ahead")
       const mismatch = yield* refused(filename, [renamed])
       expect(mismatch.reason).toBe("history_mismatch")
-      expect(mismatch.message).toBe("migration 10001 is recorded as app_items but this build declares app_things")
+      expect(mismatch.message).toBe("migration 10001 of app is recorded under another name than this build declares (app_things)")
       expect(fs.readFileSync(filename).equals(before)).toBe(true)
     }))
 

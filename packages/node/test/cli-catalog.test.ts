@@ -55,4 +55,25 @@ describe("cli with a catalog that lacks the run's flow", () => {
       await done
     }
   }, 180_000)
+
+  it("baton run of a live run whose flow the catalog lacks shows no code drift", async () => {
+    const db = path.join(tempDir(), "baton.db")
+    const own = (...args: ReadonlyArray<string>) => baton(...args, "--db", db, "--config", waitConfig)
+    const other = (...args: ReadonlyArray<string>) => baton(...args, "--db", db, "--config", configModule)
+    const { launch, status } = runVerbs(own)
+    const { done, host } = await startWaitHost(db)
+    try {
+      const runId = await launch("wait-signal", "plan-1")
+      await waitUntil(async () => (await status(runId)).status === "parked")
+      const shown = await other("run", runId)
+      expect(shown.code, shown.stderr).toBe(0)
+      expect(shown.stdout).toMatch(/^status\s+parked/m)
+      expect(shown.stdout).not.toContain("code drift")
+      const json = JSON.parse((await other("run", runId, "--json")).stdout) as { codeDrift?: unknown }
+      expect(json.codeDrift).toBeUndefined()
+    } finally {
+      host.kill("SIGTERM")
+      await done
+    }
+  }, 120_000)
 })

@@ -1,7 +1,7 @@
 /**
  * `baton runs` and `baton doctor` over a run row control cannot decode (a run-store row written without
- * control's summary), argument checks before the database file, a shell-pasteable `next: --cursor`, and
- * `baton journal --after` over the run's entries and its ownership facts.
+ * control's summary), `baton plans` over a plan row it cannot decode, `baton journal` of a corrupt run,
+ * argument checks before the database file, a shell-pasteable `next: --cursor`, and `baton journal --after` over the run's entries and its ownership facts.
  */
 import * as DatabaseMigrations from "@baton/database/Migrations"
 import * as SqliteDatabase from "@baton/database/SqliteDatabase"
@@ -12,6 +12,7 @@ import * as SqlJournal from "@baton/journal/SqlJournal"
 import * as AttemptStore from "@baton/run-store/AttemptStore"
 import * as RunStoreMigrations from "@baton/run-store/Migrations"
 import * as RunStore from "@baton/run-store/RunStore"
+import * as SqlClient from "@effect/sql/SqlClient"
 import { describe, expect, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -19,7 +20,7 @@ import { spawn, spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import * as NodeRuntime from "../src/NodeRuntime.js"
-import { baton, snapshot, tempDir } from "./cli-support.js"
+import { baton, configModule, migratedDatabase, snapshot, tempDir } from "./cli-support.js"
 import * as Support from "./example-support.js"
 
 /** The run-store stack of docs/run-store.md (journal + run-store migrations, no control) over `filename`. */
@@ -34,6 +35,12 @@ const stores = (filename: string) => {
 
 const withStores = <A, E>(filename: string, effect: Effect.Effect<A, E, RunStore.RunStore | Journal.Journal>) =>
   Effect.runPromise(Effect.provide(effect, stores(filename)).pipe(Effect.orDie))
+
+/** Run one statement on the SQLite file `filename`. */
+const rawSql = (filename: string, statement: string) =>
+  Effect.runPromise(
+    Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe(statement)).pipe(Effect.provide(SqliteDatabase.layer({ filename })), Effect.orDie)
+  )
 
 /** A database with runs `engine-1`, `engine-2` (engine rows, readable) and `future` (no flow: unreadable). */
 const databaseWithUnreadableRun = async () => {
@@ -51,20 +58,26 @@ const databaseWithUnreadableRun = async () => {
 }
 
 describe("baton runs with a run control cannot decode", () => {
-  it("lists the other runs, shows the unreadable one marked, warns on stderr, exits 0; doctor WARNs naming it", async () => {
+  it("lists the unreadable run in its place marked, with its row's times, warns on stderr, exits 0; doctor WARNs naming it", async () => {
     const { db } = await databaseWithUnreadableRun()
+    // The row settled: its finish time is what UPDATED shows.
+    await rawSql(db, "UPDATE flows_runs SET status = 'failed', finished_at_ms = created_at_ms + 123456 WHERE run_id = 'future'")
     const listed = await baton("runs", "--db", db)
     expect(listed.code, listed.stderr).toBe(0)
-    expect(listed.stdout).toMatch(/^engine-1\s+engine-flow\s/m)
-    expect(listed.stdout).toMatch(/^engine-2\s+engine-flow\s/m)
-    expect(listed.stdout).toMatch(/^future\s+\?\s+pending \(unreadable\)/m)
-    expect(listed.stderr).toMatch(/^baton: warning: 1 run\(s\) cannot be shown \(future: .*flowName/m)
+    const lines = listed.stdout.split("\n").filter((l) => /^(engine|future)/.test(l))
+    expect(lines.map((l) => l.split(/\s+/)[0])).toEqual(["engine-2", "future", "engine-1"])
+    expect(lines[0]).toMatch(/^engine-2\s+engine-flow\s/)
+    expect(lines[1]).toMatch(/^future\s+\?\s+failed \(unreadable\)/)
+    expect(listed.stderr).toMatch(/^baton: warning: 1 run\(s\) cannot be read \(future: .*flowName.*\); they are listed marked unreadable$/m)
 
     const json = await baton("runs", "--db", db, "--json")
     expect(json.code, json.stderr).toBe(0)
-    const doc = JSON.parse(json.stdout) as { items: Array<{ runId: string }>; unreadable: Array<{ runId: string; storedStatus: string }> }
-    expect(doc.items.map((i) => i.runId)).toEqual(["engine-2", "engine-1"])
-    expect(doc.unreadable.map((u) => [u.runId, u.storedStatus])).toEqual([["future", "pending"]])
+    const doc = JSON.parse(json.stdout) as { items: Array<{ runId: string; readable?: false; issue?: string; createdAt: number; updatedAt: number }> }
+    expect(Object.keys(doc)).not.toContain("unreadable")
+    expect(doc.items.map((i) => [i.runId, i.readable])).toEqual([["engine-2", undefined], ["future", false], ["engine-1", undefined]])
+    const future = doc.items[1]!
+    expect(future.issue).toContain("flows_runs.state_json")
+    expect(future.updatedAt - future.createdAt).toBe(123456)
 
     // Filters still apply to the readable runs.
     const filtered = await baton("runs", "--db", db, "--flow", "engine-flow", "--limit", "1", "--json")
@@ -73,8 +86,84 @@ describe("baton runs with a run control cannot decode", () => {
 
     const doctor = await baton("doctor", "--db", db)
     expect(doctor.code, doctor.stdout).toBe(0)
-    expect(doctor.stdout).toMatch(/^WARN\s+schema\s+1 run\(s\) cannot be read as runs: future \(pending: /m)
+    expect(doctor.stdout).toMatch(/^WARN\s+schema\s+1 run\(s\) cannot be read as runs: future \(failed: /m)
     expect(doctor.stdout).not.toContain("every public read works")
+  }, 60_000)
+})
+
+describe("baton plans with a plan control cannot decode", () => {
+  it("lists it in place marked unreadable, warns on stderr naming the column and rule, exits 0; doctor WARNs naming it", async () => {
+    const dir = tempDir()
+    const db = path.join(dir, "baton.db")
+    await migratedDatabase(db)
+    for (const root of ["a", "b"]) {
+      fs.mkdirSync(path.join(dir, root))
+      const made = await baton("plan", "index-dir", "--input", JSON.stringify({ root: path.join(dir, root) }), "--config", configModule, "--db", db)
+      expect(made.code, made.stderr).toBe(0)
+    }
+    await rawSql(db, `UPDATE control_plans SET card_json = '{"PGSECRET2":1}' WHERE plan_id = 'plan-1'`)
+
+    const listed = await baton("plans", "--db", db)
+    expect(listed.code, listed.stderr).toBe(0)
+    const lines = listed.stdout.split("\n").filter((l) => /^plan-/.test(l))
+    expect(lines[0]).toMatch(/^plan-1\s+\?\s+pending \(unreadable\)/)
+    expect(lines[1]).toMatch(/^plan-2\s+index-dir\s+pending\s/)
+    expect(listed.stderr).toBe(
+      "baton: warning: 1 plan(s) cannot be read (plan-1: control_plans.card_json at planId: is required); they are listed marked unreadable\n"
+    )
+    expect(listed.stdout + listed.stderr).not.toContain("PGSECRET2")
+
+    const json = await baton("plans", "--db", db, "--json")
+    expect(json.code, json.stderr).toBe(0)
+    const doc = JSON.parse(json.stdout) as { items: Array<Record<string, unknown>> }
+    expect(doc.items[0]).toEqual({ planId: "plan-1", decision: "pending", readable: false, issue: "plan plan-1: control_plans.card_json at planId: is required" })
+    expect((doc.items[1]!.card as { planId: string }).planId).toBe("plan-2")
+
+    const doctor = await baton("doctor", "--db", db)
+    expect(doctor.stdout).toMatch(/^WARN\s+schema\s+1 plan\(s\) cannot be read: plan-1 \(control_plans\.card_json at planId: is required\)/m)
+    expect(doctor.stdout).not.toContain("every public read works")
+    expect(doctor.stdout).not.toContain("PGSECRET2")
+
+    // A plans cursor names a plan row: "0" never does.
+    const zero = await baton("plans", "--cursor", "0", "--db", db)
+    expect(zero.code).toBe(2)
+    expect(zero.stderr).toContain(`cursor: must be a cursor this listing returned, received "0"`)
+  }, 60_000)
+})
+
+describe("baton journal on a run whose summary cannot be read", () => {
+  it("prints the run's journal with one warning naming the column and rule; baton run still fails naming them", async () => {
+    const root = Support.makeTree(2)
+    const db = path.join(tempDir(), "baton.db")
+    const runtime = Support.clientRuntime(db)
+    let runId: string
+    try {
+      runId = await runtime.runPromise(Support.launch({ root }))
+    } finally {
+      await runtime.dispose()
+    }
+    const cancelled = await baton("cancel", runId, "--reason", "stop", "--db", db)
+    expect(cancelled.code, cancelled.stderr).toBe(0)
+    await rawSql(
+      db,
+      `UPDATE flows_journal_events SET payload_json = json_set(payload_json, '$.principal', 'PLANTED-MARKER')
+        WHERE run_id = '${runId}' AND event_type = 'control.run.cancel-requested'`
+    )
+
+    const shown = await baton("run", runId, "--db", db)
+    expect(shown.code).toBe(1)
+    expect(shown.stderr).toContain("flows_journal_events.payload_json at principal: must be an object")
+
+    const printed = await baton("journal", runId, "--db", db)
+    expect(printed.code, printed.stderr).toBe(0)
+    expect(printed.stdout).toContain("control.run.cancel-requested")
+    expect(printed.stderr).toBe(
+      `baton: warning: run ${runId}: flows_journal_events.payload_json at principal: must be an object; the run's summary cannot be read, printing its journal\n`
+    )
+    const json = await baton("journal", runId, "--db", db, "--json")
+    expect(json.code, json.stderr).toBe(0)
+    expect((JSON.parse(json.stdout) as Array<{ eventType: string }>).map((e) => e.eventType)).toContain("control.run.cancel-requested")
+    expect(shown.stderr + printed.stderr).not.toContain("PLANTED-MARKER")
   }, 60_000)
 })
 

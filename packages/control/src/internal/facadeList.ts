@@ -70,6 +70,9 @@ export const list = (
       }
       case "plans": {
         const after = request.cursor === undefined ? undefined : yield* offsetCursor(request.cursor)
+        // A plans cursor names the last plan row a page listed; row sequences start at 1, so "0" was
+        // never handed out (the runtime reads `after: 0` as the start).
+        if (after === 0) return yield* forgedCursor(request.cursor!)
         const page = yield* runtime.queryPlans({
           ...(request.filters?.flowId !== undefined ? { flowId: request.filters.flowId } : {}),
           ...(request.filters?.decision !== undefined ? { decision: request.filters.decision } : {}),
@@ -81,11 +84,15 @@ export const list = (
         ))
         return {
           _tag: "plans" as const,
-          items: page.plans.map((plan) => ({
-            card: displayCard(plan.card),
-            input: (plan.decodedInput ?? null) as ControlSchema.Json,
-            decision: plan.decision
-          })),
+          items: page.plans.map((plan) =>
+            "readable" in plan
+              ? plan
+              : {
+                card: displayCard(plan.card),
+                input: (plan.decodedInput ?? null) as ControlSchema.Json,
+                decision: plan.decision
+              }
+          ),
           ...(page.next !== undefined ? { nextCursor: String(page.next) } : {})
         }
       }

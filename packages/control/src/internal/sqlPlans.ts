@@ -6,7 +6,7 @@ import { Effect, Either } from "effect"
 import { ClaimLost, FlowNotFound, InvalidInput, PersistenceError, PlanDenied, PlanNotFound } from "../ControlError.js"
 import type { Envelope, Principal, RunSummary } from "../ControlSchema.js"
 import { PlanCard, PlanDecision } from "../ControlSchema.js"
-import type { IdPage, IdPageRequest, LaunchResult, PlanInput, PlanOutcome, PlanPage, PlanQuery, StoredPlan } from "../ControlRuntime.js"
+import type { IdPage, IdPageRequest, LaunchResult, PlanInput, PlanOutcome, PlanPage, PlanQuery, StoredPlan, UnreadablePlan } from "../ControlRuntime.js"
 import { checkLimit, checkOrdinal, checkTarget, planAfterIssue } from "./runtimeChecks.js"
 import { buildCard, checkPlanInput, decodeInput, planFingerprint, planKeyConflict } from "./runtimePlanning.js"
 import type { SqlContext } from "./sqlContext.js"
@@ -37,6 +37,17 @@ const storedOf = (row: PlanRow): Effect.Effect<StoredPlan, PersistenceError> => 
     return Effect.fail(corrupt("control_plans.decoded_input_json", subject, "is not JSON"))
   }
   return Effect.succeed({ card: card.right, decodedInput, decision: decision.right })
+}
+
+/** The `flowId` member of a stored card that does not decode, when it is still a string. */
+const rawFlowOf = (cardJson: string): string | undefined => {
+  try {
+    const value: unknown = JSON.parse(cardJson)
+    const flowId = typeof value === "object" && value !== null ? (value as { flowId?: unknown }).flowId : undefined
+    return typeof flowId === "string" ? flowId : undefined
+  } catch {
+    return undefined
+  }
 }
 
 /** Plan operations bound to one runtime context. */
@@ -140,7 +151,7 @@ export const makePlans = (ctx: SqlContext) => {
         )
         if (named.length === 0) return yield* Effect.fail(new InvalidInput({ issue: planAfterIssue }))
       }
-      const plans: Array<StoredPlan> = []
+      const plans: Array<StoredPlan | UnreadablePlan> = []
       let lastScanned = after
       let more = true
       while (plans.length < limit && more) {
@@ -152,9 +163,22 @@ export const makePlans = (ctx: SqlContext) => {
         for (let i = 0; i < rows.length; i++) {
           const row = rows[i]!
           lastScanned = Number(row.row_seq)
-          const stored = yield* storedOf(row)
-          if (query.flowId !== undefined && stored.card.flowId !== query.flowId) continue
-          plans.push(stored)
+          const read = yield* Effect.either(storedOf(row))
+          if (Either.isLeft(read)) {
+            // One unreadable row never fails the page: it is listed flagged, filtered by what its card
+            // still says (its flow member, when that reads).
+            if (query.flowId !== undefined && rawFlowOf(row.card_json) !== query.flowId) continue
+            const decision = decodeDecision(row.decision, `plan ${row.plan_id}`)
+            plans.push({
+              planId: String(row.plan_id),
+              ...(Either.isRight(decision) ? { decision: decision.right } : {}),
+              readable: false,
+              issue: read.left.message
+            })
+          } else {
+            if (query.flowId !== undefined && read.right.card.flowId !== query.flowId) continue
+            plans.push(read.right)
+          }
           if (plans.length === limit) {
             more = more || i < rows.length - 1
             break

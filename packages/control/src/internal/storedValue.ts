@@ -25,10 +25,34 @@ const ruleOf = (issues: ReadonlyArray<ParseResult.ArrayFormatterIssue>): string 
       const expected = same.map((i) => expectedOf(i.message))
       if (expected.some((e) => e === undefined)) return "is not valid"
       // An optional member says "| undefined"; a stored value cannot be undefined, so it is not a choice.
-      const text = [...new Set(expected.flatMap((e) => e!.split(" | ")))].filter((e) => e !== "undefined").join(" | ")
+      const text = [...new Set(expected.flatMap((e) => alternatives(e!)))].filter((e) => e !== "undefined").join(" | ")
       return `must be ${text.length > 120 ? `${text.slice(0, 117)}...` : text}`
     }
   }
+}
+
+/**
+ * The top-level alternatives of an expected type, a struct or array named by its kind: the member
+ * that failed is already in the path, so spelling out the whole declared shape says nothing more.
+ */
+const alternatives = (expected: string): Array<string> => {
+  const parts: Array<string> = []
+  let depth = 0
+  let start = 0
+  for (let i = 0; i < expected.length; i++) {
+    const c = expected[i]
+    if (c === "{" || c === "<" || c === "[" || c === "(") depth++
+    else if (c === "}" || c === ">" || c === "]" || c === ")") depth--
+    else if (depth === 0 && expected.startsWith(" | ", i)) {
+      parts.push(expected.slice(start, i))
+      start = i + 3
+      i += 2
+    }
+  }
+  parts.push(expected.slice(start))
+  return parts.map((p) =>
+    p.startsWith("{") ? "an object" : p.startsWith("ReadonlyArray<") || p.startsWith("readonly [") || p.startsWith("[") ? "an array" : p
+  )
 }
 
 /** Every property name the schema declares: a path member outside this set is a stored key and is masked. */

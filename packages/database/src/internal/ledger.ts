@@ -125,7 +125,14 @@ export type Verified =
     readonly hole: { readonly message: string; readonly migrationId: number } | undefined
   }
 
+/** A declared migration, named from this build's code. */
 const render = (m: Recorded): string => `${m.id} (${m.namespace}_${m.name})`
+
+/**
+ * A recorded migration, named by its id and the package whose block holds it: the ledger's stored
+ * namespace and name are stored values (any text, newlines included) and never appear in a message.
+ */
+const recordedName = (id: number, namespace: string): string => `migration ${id} of ${namespace}`
 
 /**
  * Steps 2–3 of the pass: classify recorded rows against the plan and find pending
@@ -157,7 +164,7 @@ export const verify = (plan: Plan, recorded: ReadonlyArray<Recorded>): Verified 
         _tag: "Refused",
         reason: "history_mismatch",
         message:
-          `migration ${row.id} is recorded as ${row.namespace}_${row.name} but this build declares ${declared.namespace}_${declared.name}`,
+          `migration ${row.id} of ${set.namespace} is recorded under another name than this build declares (${declared.namespace}_${declared.name})`,
         migrationId: row.id
       }
     }
@@ -166,7 +173,7 @@ export const verify = (plan: Plan, recorded: ReadonlyArray<Recorded>): Verified 
         _tag: "Refused",
         reason: "ahead",
         message: `the database is ahead of this build: ${
-          render(row)
+          recordedName(row.id, set.namespace)
         } is recorded, but ${set.namespace} declares migrations only up to ${set.maxId}; upgrade ${set.namespace} or open another database`,
         migrationId: row.id
       }
@@ -174,7 +181,7 @@ export const verify = (plan: Plan, recorded: ReadonlyArray<Recorded>): Verified 
     return {
       _tag: "Refused",
       reason: "history_mismatch",
-      message: `${render(row)} is recorded but no longer declared by ${set.namespace}; migrations are append-only`,
+      message: `${recordedName(row.id, set.namespace)} is recorded but no longer declared by ${set.namespace}; migrations are append-only`,
       migrationId: row.id
     }
   }

@@ -107,7 +107,7 @@ export const migrationSuite = (layer: () => DatabaseLayer) => {
       reason: "ahead",
       migrationId: 1003,
       message:
-        "the database is ahead of this build: 1003 (b_z) is recorded, but b declares migrations only up to 1002; upgrade b or open another database"
+        "the database is ahead of this build: migration 1003 of b is recorded, but b declares migrations only up to 1002; upgrade b or open another database"
     })
     expect(yield* snapshot).toEqual(before)
     expect(failureOf(yield* Effect.exit(Migrations.status([a, b])))).toMatchObject({ reason: "ahead" })
@@ -157,6 +157,33 @@ export const migrationSuite = (layer: () => DatabaseLayer) => {
     expect(yield* Migrations.run([{ namespace: "empty", idOffset: 3000, migrations: {} }])).toEqual([])
   }))
 
+  test("a recorded migration is named by its id and package, never by its stored name", Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const log = yield* Ref.make<ReadonlyArray<string>>([])
+    const { a, b } = sets(log)
+    yield* Migrations.run([a, b])
+    const stored = "x\nfake: line"
+    yield* sql`INSERT INTO flows_migrations (migration_id, namespace, name, applied_at_ms) VALUES (1999, ${"b\nforged"}, ${stored}, 0)`
+    const ahead = failureOf(yield* Effect.exit(Migrations.run([a, b])))
+    expect(ahead).toMatchObject({
+      reason: "ahead",
+      migrationId: 1999,
+      message:
+        "the database is ahead of this build: migration 1999 of b is recorded, but b declares migrations only up to 1002; upgrade b or open another database"
+    })
+    yield* sql`DELETE FROM flows_migrations WHERE migration_id = 1999`
+    yield* sql`UPDATE flows_migrations SET name = ${stored} WHERE migration_id = 1001`
+    const renamed = failureOf(yield* Effect.exit(Migrations.run([a, b])))
+    expect(renamed).toMatchObject({ reason: "history_mismatch", migrationId: 1001 })
+    const removed = failureOf(yield* Effect.exit(Migrations.run([a, { ...b, migrations: { "0002_y": Effect.void } }])))
+    expect(removed).toMatchObject({ reason: "history_mismatch", migrationId: 1001 })
+    for (const error of [ahead, renamed, removed]) {
+      expect(error.message).not.toContain("fake")
+      expect(error.message).not.toContain("forged")
+      expect(error.message).not.toContain("\n")
+    }
+  }))
+
   test("a renamed, a removed and a re-owned recorded migration are history mismatches", Effect.gen(function*() {
     const log = yield* Ref.make<ReadonlyArray<string>>([])
     const { a, b } = sets(log)
@@ -166,18 +193,18 @@ export const migrationSuite = (layer: () => DatabaseLayer) => {
     expect(failureOf(yield* Effect.exit(Migrations.run([a, renamed])))).toMatchObject({
       reason: "history_mismatch",
       migrationId: 1001,
-      message: "migration 1001 is recorded as b_x but this build declares b_renamed"
+      message: "migration 1001 of b is recorded under another name than this build declares (b_renamed)"
     })
     const removed: Migrations.MigrationSet = { ...b, migrations: { "0002_y": Effect.void } }
     expect(failureOf(yield* Effect.exit(Migrations.run([a, removed])))).toMatchObject({
       reason: "history_mismatch",
       migrationId: 1001,
-      message: "1001 (b_x) is recorded but no longer declared by b; migrations are append-only"
+      message: "migration 1001 of b is recorded but no longer declared by b; migrations are append-only"
     })
     const moved: Migrations.MigrationSet = { namespace: "c", idOffset: 1000, migrations: b.migrations }
     expect(failureOf(yield* Effect.exit(Migrations.run([a, moved])))).toMatchObject({
       reason: "history_mismatch",
-      message: "migration 1001 is recorded as b_x but this build declares c_x"
+      message: "migration 1001 of c is recorded under another name than this build declares (c_x)"
     })
     expect(failureOf(yield* Effect.exit(Migrations.status([a, renamed])))).toMatchObject({ reason: "history_mismatch" })
     expect(yield* snapshot).toEqual(before)

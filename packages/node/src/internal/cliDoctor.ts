@@ -64,6 +64,20 @@ const unreadableRuns = Effect.gen(function*() {
   }
 })
 
+/** The plans control's listing flags unreadable: none in the common case, one pass. */
+const unreadablePlans = Effect.gen(function*() {
+  const runtime = yield* ControlRuntime.ControlRuntime
+  const found: Array<{ readonly planId: string; readonly issue: string }> = []
+  let after: number | undefined
+  for (;;) {
+    const page = yield* runtime.queryPlans({ limit: 500, ...(after === undefined ? {} : { after }) }).pipe(Effect.either)
+    if (page._tag === "Left") return found
+    found.push(...Verbs.unreadablePlansOf(page.right.plans))
+    if (page.right.next === undefined) return found
+    after = page.right.next
+  }
+})
+
 /** What the run's flow no live host serves means, for messages. */
 const unservedText = (flowId: string): string =>
   `no live host serves flow ${flowId} (none lists it, drives or has parked a run of it)`
@@ -152,17 +166,31 @@ export const doctor = (globals: Globals, catalog: Catalog | undefined, fix: bool
     // Every run row through control's listing: a row it cannot read is listed flagged (and shown apart by
     // `baton runs`), so such a row is named here.
     const unreadable = schemaFailures.length === 0 ? yield* unreadableRuns : []
+    const unreadablePlanRows = schemaFailures.length === 0 ? yield* unreadablePlans : []
     findings.push(
       ...(schemaFailures.length > 0
         ? schemaFailures
-        : unreadable.length > 0
-        ? [warn(
-          "schema",
-          `${unreadable.length} run(s) cannot be read as runs: ${unreadable.slice(0, 5).map((u) => `${u.runId} (${u.storedStatus ?? "?"}: ${u.issue})`).join("; ")}${
-            unreadable.length > 5 ? "; …" : ""
-          }`,
-          `baton runs lists the other runs; these rows were not written through @baton/control (restore them from a backup or leave them)`
-        )]
+        : unreadable.length > 0 || unreadablePlanRows.length > 0
+        ? [
+          ...(unreadable.length > 0
+            ? [warn(
+              "schema",
+              `${unreadable.length} run(s) cannot be read as runs: ${unreadable.slice(0, 5).map((u) => `${u.runId} (${u.storedStatus ?? "?"}: ${u.issue})`).join("; ")}${
+                unreadable.length > 5 ? "; …" : ""
+              }`,
+              `baton runs lists them marked unreadable; these rows were not written through @baton/control (restore them from a backup or leave them)`
+            )]
+            : []),
+          ...(unreadablePlanRows.length > 0
+            ? [warn(
+              "schema",
+              `${unreadablePlanRows.length} plan(s) cannot be read: ${unreadablePlanRows.slice(0, 5).map((u) => `${u.planId} (${u.issue})`).join("; ")}${
+                unreadablePlanRows.length > 5 ? "; …" : ""
+              }`,
+              `baton plans lists them marked unreadable; these rows were not written through @baton/control (restore them from a backup or leave them)`
+            )]
+            : [])
+        ]
         : [ok("schema", "every public read works")])
     )
 

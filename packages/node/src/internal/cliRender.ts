@@ -73,11 +73,19 @@ export const runsTable = (
 
 /** The `baton plans` table. */
 export const plansTable = (
-  items: ReadonlyArray<{ readonly card: ControlSchema.PlanCard; readonly input: unknown; readonly decision: string }>
+  items: ReadonlyArray<
+    | { readonly card: ControlSchema.PlanCard; readonly input: unknown; readonly decision: string }
+    | { readonly planId: string; readonly decision?: string | undefined; readonly readable: false; readonly issue: string }
+  >
 ): string =>
   Table.table(
     ["PLAN", "FLOW", "DECISION", "DIGEST", "INPUT"],
-    items.map((p) => [p.card.planId, p.card.flowId, p.decision, p.card.digest.slice(0, 12), Table.truncate(JSON.stringify(p.input), 60)])
+    // An unreadable plan is shown in place, marked: flow `?`, the decision its row stores.
+    items.map((p) =>
+      "readable" in p
+        ? [p.planId, "?", `${p.decision ?? "?"} (unreadable)`, "?", "?"]
+        : [p.card.planId, p.card.flowId, p.decision, p.card.digest.slice(0, 12), Table.truncate(JSON.stringify(p.input), 60)]
+    )
   )
 
 /** A plan card for `baton plan`. */
@@ -202,7 +210,12 @@ export const runSummary = (
     ])
   }
   if (s.codeDrift !== undefined) {
-    pairs.push(["code drift", `recorded ${s.codeDrift.recorded ?? "?"}; this build ${s.codeDrift.current ?? "?"}`])
+    const d = s.codeDrift
+    const parts = [
+      ...(d.recorded === undefined ? [] : [`recorded ${d.recorded}; this build ${d.current ?? "(none)"}`]),
+      ...(d.recordedEngine === undefined ? [] : [`engine recorded ${d.recordedEngine}; this build ${d.currentEngine ?? "?"}`])
+    ]
+    pairs.push(["code drift", parts.join("; ")])
   }
   // `pendingResume` is the request's sequence number, not a time: the time comes from the delegation.
   if (s.pendingResume !== undefined) {

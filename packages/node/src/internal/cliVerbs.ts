@@ -105,7 +105,7 @@ export const runs = (ctx: VerbContext, o: RunsOptions) =>
     const items: Array<ControlSchema.RunSummary> = []
     let cursor = o.cursor
     let next: string | undefined
-    const unreadable: Array<UnreadableRun> = []
+    const unreadable = new Map<string, UnreadableRun>()
     for (;;) {
       const page = yield* control.list({
         _tag: "runs",
@@ -115,42 +115,45 @@ export const runs = (ctx: VerbContext, o: RunsOptions) =>
         ...(cursor === undefined ? {} : { cursor })
       })
       if (page._tag !== "runs") break
-      // control lists a row it cannot read flagged `readable: false`; it is shown apart, by its store row.
+      // control lists a row it cannot read in its place, flagged `readable: false`; it stays there.
       for (const item of page.items) {
-        if (item.readable === false) unreadable.push(yield* unreadableOf(item))
-        else items.push(item)
+        items.push(item)
+        if (item.readable === false) unreadable.set(item.runId, yield* unreadableOf(item))
       }
       next = page.nextCursor
       if (!o.all || next === undefined) break
       cursor = next
     }
-    if (unreadable.length > 0) {
+    if (unreadable.size > 0) {
+      const named = [...unreadable.values()]
       yield* Console.error(
-        `baton: warning: ${unreadable.length} run(s) cannot be shown (${unreadable.slice(0, 5).map((u) => `${u.runId}: ${u.issue}`).join("; ")}); ` +
-          `listed the others`
+        `baton: warning: ${named.length} run(s) cannot be read (${named.slice(0, 5).map((u) => `${u.runId}: ${u.issue}`).join("; ")}${
+          named.length > 5 ? "; …" : ""
+        }); they are listed marked unreadable`
       )
     }
     if (ctx.globals.json) {
       return yield* outJson({
         _tag: "runs",
         items,
-        ...(next === undefined || o.all ? {} : { nextCursor: next }),
-        ...(unreadable.length === 0 ? {} : { unreadable })
+        ...(next === undefined || o.all ? {} : { nextCursor: next })
       })
     }
-    if (items.length === 0 && unreadable.length === 0) return yield* out("No runs.")
-    const heartbeats = yield* heartbeatsOf(items)
-    // An unreadable run is shown marked: flow `?`, the status its row stores.
-    const shown: Array<ControlSchema.RunSummary> = [
-      ...items,
-      ...unreadable.map((u) => ({
-        runId: u.runId,
-        flowId: "?",
-        status: `${u.storedStatus ?? "?"} (unreadable)` as ControlSchema.RunSummary["status"],
-        createdAt: u.createdAt ?? 0,
-        updatedAt: u.createdAt ?? 0
-      }))
-    ]
+    if (items.length === 0) return yield* out("No runs.")
+    const heartbeats = yield* heartbeatsOf(items.filter((item) => item.readable !== false))
+    // An unreadable run is shown in place, marked: flow `?`, the status its row stores, the row's times.
+    const shown: Array<ControlSchema.RunSummary> = items.map((item) => {
+      const u = unreadable.get(item.runId)
+      return u === undefined || item.readable !== false
+        ? item
+        : {
+          runId: item.runId,
+          flowId: "?",
+          status: `${u.storedStatus ?? item.status} (unreadable)` as ControlSchema.RunSummary["status"],
+          createdAt: item.createdAt,
+          updatedAt: item.updatedAt
+        }
+    })
     yield* out(Render.runsTable(shown, heartbeats, nowMs, ctx.tty))
     if (next !== undefined && !o.all) yield* out(`next: --cursor ${Render.shellQuote(next)}`)
   })
@@ -322,6 +325,16 @@ export const run = (ctx: VerbContext, runId: string, tail: number) =>
 // ---------------------------------------------------------------------------------------------
 // plans, plan
 
+/** A listed plan control flagged unreadable (`readable: false`), its row's key prefix dropped from the issue. */
+export const unreadablePlansOf = (
+  items: ReadonlyArray<object | { readonly planId: string; readonly readable: false; readonly issue: string }>
+): Array<{ readonly planId: string; readonly issue: string }> =>
+  items.flatMap((p) =>
+    "readable" in p && p.readable === false
+      ? [{ planId: p.planId, issue: p.issue.replace(/^plan .*?: /s, "") }]
+      : []
+  )
+
 /** `baton plans`. */
 export const plans = (
   ctx: VerbContext,
@@ -340,6 +353,14 @@ export const plans = (
       ...(o.cursor === undefined ? {} : { cursor: o.cursor })
     })
     if (page._tag !== "plans") return
+    const unreadable = unreadablePlansOf(page.items)
+    if (unreadable.length > 0) {
+      yield* Console.error(
+        `baton: warning: ${unreadable.length} plan(s) cannot be read (${unreadable.slice(0, 5).map((u) => `${u.planId}: ${u.issue}`).join("; ")}${
+          unreadable.length > 5 ? "; …" : ""
+        }); they are listed marked unreadable`
+      )
+    }
     if (ctx.globals.json) return yield* outJson(page)
     if (page.items.length === 0) return yield* out("No plans.")
     yield* out(Render.plansTable(page.items))
@@ -719,11 +740,40 @@ const cutTimeAfter = (runId: string, after: number) =>
  */
 export const runOutcomeExit = { completed: 0, failed: 7, cancelled: 8 } as const
 
+/**
+ * The run's status for `baton journal`. The journal is how one inspects a corrupt run, so a run whose
+ * stored summary (or a journal payload it reads) does not decode is warned about once and read by its
+ * store row instead of failing the verb.
+ */
+const journalStatus = (runId: string) => {
+  let warned = false
+  return Effect.gen(function*() {
+    const control = yield* Control.Control
+    return yield* control.getRun(runId).pipe(
+      Effect.map((summary): string => summary.status),
+      Effect.catchIf(
+        (error) => error._tag === "PersistenceError" && error.operation.startsWith("decode "),
+        (error) =>
+          Effect.gen(function*() {
+            if (!warned) {
+              warned = true
+              yield* Console.error(`baton: warning: ${error.message}; the run's summary cannot be read, printing its journal`)
+            }
+            const row = yield* (yield* RunStore.RunStore).get(runId)
+            return row.status as string
+          })
+      )
+    )
+  })
+}
+
+const isTerminal = (status: string): status is keyof typeof runOutcomeExit => status in runOutcomeExit
+
 /** `baton journal <runId>`. */
 export const journal = (ctx: VerbContext, runId: string, o: JournalOptions) =>
   Effect.gen(function*() {
-    const control = yield* Control.Control
-    yield* control.getRun(runId)
+    const statusOf = journalStatus(runId)
+    yield* statusOf
     const types = o.types.length === 0 ? undefined : o.types
     const print = (views: ReadonlyArray<Render.EntryView & { readonly entry: JournalEvent.Entry }>) =>
       Effect.forEach(views, (v) =>
@@ -746,7 +796,7 @@ export const journal = (ctx: VerbContext, runId: string, o: JournalOptions) =>
     let ownAfter = o.after
     let factsAfter: number | undefined = undefined
     for (;;) {
-      const summary = yield* control.getRun(runId)
+      const status = yield* statusOf
       const own = yield* allEntries(runId, { ...(ownAfter === undefined ? {} : { after: ownAfter }), ...(types === undefined ? {} : { eventTypes: types }) })
       const facts: ReadonlyArray<JournalEvent.Entry> = o.noOwnership
         ? []
@@ -762,7 +812,7 @@ export const journal = (ctx: VerbContext, runId: string, o: JournalOptions) =>
       if (lastOwn !== undefined) ownAfter = lastOwn.seq
       const lastFact: JournalEvent.Entry | undefined = facts[facts.length - 1]
       if (lastFact !== undefined) factsAfter = lastFact.seq
-      if (ControlSchema.isTerminalStatus(summary.status)) return runOutcomeExit[summary.status]
+      if (isTerminal(status)) return runOutcomeExit[status]
       yield* Effect.sleep(o.pollMs)
     }
   })
