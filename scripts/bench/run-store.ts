@@ -2,8 +2,10 @@
  * `pnpm bench -- run-store`: run lifecycles per second (create → claimAndOwn → 10 heartbeats →
  * transitionOwned completed, with leases and journal facts) against the raw-driver floor of the
  * same row writes, on SQLite and PostgreSQL; the short lifecycle (the three ownership moves alone)
- * against its row writes as autocommit statements, with the client CPU ratio; 4 processes on one SQLite file versus one; and
- * heartbeats from 8 PostgreSQL connections on 8 runs versus one connection. Each measurement
+ * against its row writes as autocommit statements, with the client CPU ratio; 4 processes on one
+ * SQLite file versus one; and heartbeats and creates from 8 PostgreSQL connections on 8 runs versus
+ * one connection, sampling the lock waits of the benchmark's own connections meanwhile (none
+ * expected: writers of different runs share no row). Each measurement
  * runs in its own process (`packages/run-store/test/fixtures/bench-lifecycle.ts`).
  * Last, it counts at the driver the statements, transactions and PostgreSQL round trips of
  * each lifecycle operation (`scripts/lib/count-lifecycle.ts`), after the timed parts.
@@ -12,6 +14,7 @@
 import { execFileSync, spawn } from "node:child_process"
 import { randomBytes } from "node:crypto"
 import * as fs from "node:fs"
+import { createRequire } from "node:module"
 import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
@@ -71,6 +74,48 @@ const count = (args: ReadonlyArray<string>): Counted => {
 }
 const counted: Array<[string, Counted]> = []
 
+/**
+ * Samples `pg_stat_activity` every 5 ms while `body` runs: how many samples saw one of the benchmark's
+ * own connections (application name `bench:<schema>`) waiting on a lock, and on which kind.
+ */
+interface LockWaits {
+  readonly samples: number
+  readonly waiting: number
+  readonly byEvent: Readonly<Record<string, number>>
+}
+const withLockSampling = async <A>(schema: string, body: () => Promise<A>): Promise<[A, LockWaits]> => {
+  const pg = createRequire(path.join(repoRoot, "packages", "database", "package.json"))("pg")
+  const client = new pg.Client({ connectionString: pgUrl })
+  await client.connect()
+  let samples = 0
+  let waiting = 0
+  const byEvent: Record<string, number> = {}
+  let done = false
+  const sampling = (async () => {
+    while (!done) {
+      const { rows } = await client.query(
+        `SELECT wait_event FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'`,
+        [`bench:${schema}`]
+      )
+      samples++
+      if (rows.length > 0) waiting++
+      for (const r of rows) byEvent[r.wait_event] = (byEvent[r.wait_event] ?? 0) + 1
+      await new Promise((resolve) => setTimeout(resolve, 5))
+    }
+  })()
+  try {
+    return [await body(), { samples, waiting, byEvent }]
+  } finally {
+    done = true
+    await sampling
+    await client.end()
+  }
+}
+const lockText = (w: LockWaits) =>
+  `lock waits in ${w.waiting} of ${w.samples} samples${
+    Object.keys(w.byEvent).length === 0 ? "" : ` (${Object.entries(w.byEvent).map(([k, v]) => `${k} ${v}`).join(", ")})`
+  }`
+
 const rate = (r: Result) => (r.count * 1000) / r.ms
 /** Client CPU per lifecycle of `stores` over that of `raw`, when both were measured. */
 const cpuRatio = (stores: Result, raw: Result) =>
@@ -103,6 +148,8 @@ const LIFECYCLES = Number(process.env["BATON_BENCH_LIFECYCLES"] ?? 60)
 const SQLITE_LIFECYCLES = Number(process.env["BATON_BENCH_SQLITE_LIFECYCLES"] ?? 300)
 /** Timed heartbeats per measurement (spread over the runs), enough for a steady rate. */
 const HEARTBEATS = Number(process.env["BATON_BENCH_HEARTBEATS"] ?? 4000)
+/** Timed creates per measurement (spread over the connections). */
+const CREATES = Number(process.env["BATON_BENCH_CREATES"] ?? 2000)
 
 // SQLite: one process through the stores versus the raw floor, then 4 processes.
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), "run-store-bench-"))
@@ -146,10 +193,23 @@ if (pgUrl !== undefined) {
       } of it`
     )
     await short("PostgreSQL", target, LIFECYCLES * 4)
-    const hb1 = await measure([...target, "heartbeats", String(HEARTBEATS), "1"])
-    const hb8 = await measure([...target, "heartbeats", String(HEARTBEATS), "8"])
-    row("PostgreSQL heartbeats, 1 connection, 1 run", rate(hb1), "1")
-    row("PostgreSQL heartbeats, 8 connections, 8 runs", rate(hb8), `ratio to 1 connection ${(rate(hb8) / rate(hb1)).toFixed(2)}`)
+    const [hb1, hb1Waits] = await withLockSampling(schema, () => measure([...target, "heartbeats", String(HEARTBEATS), "1"]))
+    const [hb8, hb8Waits] = await withLockSampling(schema, () => measure([...target, "heartbeats", String(HEARTBEATS), "8"]))
+    row("PostgreSQL heartbeats, 1 connection, 1 run", rate(hb1), `1; ${lockText(hb1Waits)}`)
+    row(
+      "PostgreSQL heartbeats, 8 connections, 8 runs",
+      rate(hb8),
+      `ratio to 1 connection ${(rate(hb8) / rate(hb1)).toFixed(2)}; ${lockText(hb8Waits)}`
+    )
+    // Creates take a row_seq and a revision: the numbers that once came from shared singleton rows.
+    const [cr1, cr1Waits] = await withLockSampling(schema, () => measure([...target, "creates", String(CREATES), "1"]))
+    const [cr8, cr8Waits] = await withLockSampling(schema, () => measure([...target, "creates", String(CREATES), "8"]))
+    row("PostgreSQL creates, 1 connection", rate(cr1), `1; ${lockText(cr1Waits)}`)
+    row(
+      "PostgreSQL creates, 8 connections",
+      rate(cr8),
+      `ratio to 1 connection ${(rate(cr8) / rate(cr1)).toFixed(2)}; ${lockText(cr8Waits)}`
+    )
     const ehb1 = await measure([...target, "effect-sql-heartbeats", String(HEARTBEATS), "1"])
     row(
       "PostgreSQL heartbeats, same transaction through the Effect SQL client alone, 1 connection",

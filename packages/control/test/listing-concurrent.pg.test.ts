@@ -25,8 +25,8 @@ const url = TestDatabase.postgresTestUrl("control listing under concurrent inser
 const inserterFixture = new URL("./fixtures/listingInserter.ts", import.meta.url)
 
 /**
- * Engine-shaped rows in one write and one INSERT: `row_seq` is allocated from `flows_run_counter` in one
- * step for the whole batch (as `RunStore.create` does per row), and the revision triggers fire per row.
+ * Engine-shaped rows in one write and one INSERT: `row_seq` is taken from the sequence per row (as
+ * `RunStore.create` does), and the revision triggers fire per row.
  */
 const bulkEngineRows = (rows: ReadonlyArray<EngineRow>) =>
   Effect.gen(function*() {
@@ -49,19 +49,17 @@ const bulkEngineRows = (rows: ReadonlyArray<EngineRow>) =>
         state_json: JSON.stringify({ flowName: row.flowName ?? "E", ...row.state })
       }
     })
-    yield* writer.write(Effect.gen(function*() {
-      const [counter] = yield* sql<{ last_row_seq: number }>`UPDATE flows_run_counter
-        SET last_row_seq = last_row_seq + ${rows.length} WHERE singleton = 1 RETURNING last_row_seq`
-      const base = Number(counter!.last_row_seq) - rows.length
-      yield* sql`INSERT INTO flows_runs (row_seq, run_id, status, created_at_ms, finished_at_ms, parent_run_id,
+    yield* writer.write(
+      // The ordered subquery numbers the batch in payload order, one nextval per row as RunStore.create takes it.
+      sql`INSERT INTO flows_runs (row_seq, run_id, status, created_at_ms, finished_at_ms, parent_run_id,
           lineage_id, round_ordinal, waiting_reason, waiting_token, state_json)
-        SELECT ${base} + x.k, x.run_id, x.status, x.created_at_ms, x.finished_at_ms, x.parent_run_id,
-          x.lineage_id, x.round_ordinal, x.waiting_reason, x.waiting_token, x.state_json
-        FROM jsonb_to_recordset(${JSON.stringify(payload)}::jsonb) AS x(k bigint, run_id text, status text,
+        SELECT nextval('flows_run_row_seq'), o.run_id, o.status, o.created_at_ms, o.finished_at_ms, o.parent_run_id,
+          o.lineage_id, o.round_ordinal, o.waiting_reason, o.waiting_token, o.state_json
+        FROM (SELECT x.* FROM jsonb_to_recordset(${JSON.stringify(payload)}::jsonb) AS x(k bigint, run_id text, status text,
           created_at_ms bigint, finished_at_ms bigint, parent_run_id text, lineage_id text, round_ordinal bigint,
           waiting_reason text, waiting_token text, state_json text)
-        ORDER BY x.k`
-    }))
+        ORDER BY x.k OFFSET 0) o`
+    )
   })
 
 const maxRowSeq = Effect.gen(function*() {
@@ -87,9 +85,9 @@ describe.skipIf(url === undefined)("SqlControlRuntime listing on PostgreSQL unde
 
       // The SQLite twin's 10,000 rows, the engine rows in 10 bulk writes.
       yield* seedListing(bulkEngineRows)
-      // The bulk seed kept the run store's bookkeeping: counter and one revision per row.
-      const [counter] = yield* sql<{ n: number }>`SELECT last_row_seq AS n FROM flows_run_counter`
-      expect(Number(counter!.n)).toBe(10_000)
+      // The bulk seed kept the run store's bookkeeping: numbers 1..10,000 and one revision per row.
+      const [numbered] = yield* sql<{ n: number; m: number }>`SELECT COUNT(DISTINCT row_seq) AS n, MAX(row_seq) AS m FROM flows_runs`
+      expect([Number(numbered!.n), Number(numbered!.m)]).toEqual([10_000, 10_000])
       expect(yield* countRows("flows_run_changes")).toBe(10_000)
 
       const walk = <E = never, R = never>(index: number, order: "oldest" | "newest", between?: Effect.Effect<void, E, R>) =>

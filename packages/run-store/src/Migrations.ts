@@ -1,7 +1,8 @@
 /**
  * The run store's migration set: namespace `run-store`, id block 1000
  * (ledger ids 1001–1999): `0001_initial`, `0002_lineage`,
- * `0003_execution_revisions`, `0004_waiting_request`, `0005_row_leases`. Append-only.
+ * `0003_execution_revisions`, `0004_waiting_request`, `0005_row_leases`, `0006_commit_feeds`.
+ * Append-only.
  *
  * @since 0.1.0
  */
@@ -14,6 +15,7 @@ import { lineage } from "./migrations/0002_lineage.js"
 import { executionRevisions } from "./migrations/0003_execution_revisions.js"
 import { waitingRequest } from "./migrations/0004_waiting_request.js"
 import { rowLeases } from "./migrations/0005_row_leases.js"
+import { commitFeeds } from "./migrations/0006_commit_feeds.js"
 
 /**
  * The set to compose with the journal's in one ledger pass (the journal's set
@@ -30,7 +32,8 @@ export const set: DatabaseMigrations.MigrationSet = Object.freeze({
     "0002_lineage": lineage,
     "0003_execution_revisions": executionRevisions,
     "0004_waiting_request": waitingRequest,
-    "0005_row_leases": rowLeases
+    "0005_row_leases": rowLeases,
+    "0006_commit_feeds": commitFeeds
   })
 })
 

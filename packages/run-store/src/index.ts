@@ -12,6 +12,13 @@
 export * as RunStore from "./RunStore.js"
 
 /**
+ * The execution-revision feed: runs that changed, never passing an open transaction's change.
+ *
+ * @since 0.1.0
+ */
+export * as RunChanges from "./RunChanges.js"
+
+/**
  * Per-step attempts fenced on run ownership.
  *
  * @since 0.1.0

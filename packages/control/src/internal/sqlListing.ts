@@ -20,6 +20,7 @@ import { checkLimit, checkOrdinal, cursorIssue } from "./runtimeChecks.js"
 import type { SqlContext } from "./sqlContext.js"
 import { persist } from "./sqlContext.js"
 import { idSet, jsonMember, projectRows, waitWalk } from "./sqlProjection.js"
+import { settledRowSeq } from "./sqlSettled.js"
 import type { RawRow, RunRow } from "./sqlRows.js"
 import { runColumns, runFrom, toRow } from "./sqlRows.js"
 
@@ -60,7 +61,8 @@ export const makeListing = (ctx: SqlContext) => {
   const x = runExpressions(ctx)
   const staleAfterMs = Duration.toMillis(Heartbeat.heartbeatStaleAfter)
 
-  const selectKeys = (query: RunQuery, limit: number, withSpawn: boolean) => {
+  // `bound`: only rows at or below this `row_seq` (a settled number, see `settledRowSeq`).
+  const selectKeys = (query: RunQuery, limit: number, withSpawn: boolean, bound?: number) => {
     const f = query.filters ?? {}
     const newest = query.order === "newest"
     const rollUp = f.status !== undefined || f.terminal !== undefined
@@ -68,6 +70,7 @@ export const makeListing = (ctx: SqlContext) => {
     if (query.cursor !== undefined) {
       conditions.push(newest ? sql`r.row_seq < ${query.cursor.rowSeq}` : sql`r.row_seq > ${query.cursor.rowSeq}`)
     }
+    if (bound !== undefined) conditions.push(sql`r.row_seq <= ${bound}`)
     if (f.flowId !== undefined) conditions.push(sql`${x.flowId} = ${f.flowId}`)
     if (f.status !== undefined) conditions.push(sql`${x.status} = ${f.status}`)
     if (f.terminal !== undefined) {
@@ -122,7 +125,13 @@ export const makeListing = (ctx: SqlContext) => {
     Effect.gen(function*() {
       const limit = yield* checkQuery(query)
       if (query.cursor !== undefined) yield* checkCursor(query.cursor)
-      const keys = yield* ctx.optional(selectKeys(query, limit, true), selectKeys(query, limit, false)).pipe(persist("list runs"))
+      const select = (bound?: number) =>
+        ctx.optional(selectKeys(query, limit, true, bound), selectKeys(query, limit, false, bound)).pipe(persist("list runs"))
+      let keys = yield* select()
+      // A page that hands out a cursor must not pass a number whose create may still commit (on
+      // PostgreSQL numbers are not taken in commit order): read it again below a settled number. A
+      // last page hands out no cursor and keeps every committed row.
+      if (ctx.isPostgres && keys.length > limit) keys = yield* select(yield* settledRowSeq(ctx, "list runs"))
       const selected = keys.slice(0, limit)
       if (selected.length === 0) return { items: [] }
       const raw = yield* sql<RawRow>`SELECT ${runColumns(ctx)} FROM ${runFrom(ctx)}
@@ -143,9 +152,11 @@ export const makeListing = (ctx: SqlContext) => {
       const limit = yield* checkLimit(request.limit)
       const after = (yield* checkOrdinal("after", request.after)) ?? 0
       const given = yield* checkOrdinal("through", request.through)
-      const through = given ?? Number(
-        (yield* sql<{ m: number | null }>`SELECT MAX(row_seq) AS m FROM flows_runs`.pipe(persist("page run ids")))[0]?.m ?? 0
-      )
+      const through = given ?? (ctx.isPostgres
+        ? yield* settledRowSeq(ctx, "page run ids")
+        : Number(
+          (yield* sql<{ m: number | null }>`SELECT MAX(row_seq) AS m FROM flows_runs`.pipe(persist("page run ids")))[0]?.m ?? 0
+        ))
       const rows = yield* sql<{ run_id: string; row_seq: number }>`SELECT run_id, row_seq FROM flows_runs
         WHERE row_seq > ${after} AND row_seq <= ${through} ORDER BY row_seq LIMIT ${limit + 1}`.pipe(persist("page run ids"))
       const page = rows.slice(0, limit)

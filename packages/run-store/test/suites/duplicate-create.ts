@@ -16,7 +16,7 @@ export const duplicateCreateSuite = (makeStack: MakeStack) => {
       const sql = yield* SqlClient.SqlClient
       yield* store.create("dup-1", '{"first":true}')
       const before = yield* sql`SELECT * FROM flows_runs ORDER BY run_id`
-      const counter = yield* sql`SELECT last_row_seq FROM flows_run_counter`
+      const changes = yield* sql`SELECT * FROM flows_run_changes ORDER BY run_id`
       const error = yield* Effect.flip(store.create("dup-1", '{"secret":"second"}'))
       expect(error.code).toBe("constraint")
       expect(error.method).toBe("create")
@@ -29,7 +29,7 @@ export const duplicateCreateSuite = (makeStack: MakeStack) => {
       })
       expect(DurableWriter.codeOf(error)).toBe("constraint")
       expect(yield* sql`SELECT * FROM flows_runs ORDER BY run_id`).toEqual(before)
-      expect(yield* sql`SELECT last_row_seq FROM flows_run_counter`).toEqual(counter)
+      expect(yield* sql`SELECT * FROM flows_run_changes ORDER BY run_id`).toEqual(changes)
       // Other refusals keep the database's own wording.
       const orphan = yield* Effect.flip(store.create("child", "{}", { parentRunId: "nope" }))
       expect(orphan.message).toBe(

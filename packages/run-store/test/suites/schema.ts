@@ -6,6 +6,7 @@ import * as DurableWriter from "@baton/database/DurableWriter"
 import * as DatabaseMigrations from "@baton/database/Migrations"
 import * as JournalMigrations from "@baton/journal/Migrations"
 import * as Migrations from "@baton/run-store/Migrations"
+import * as RunChanges from "@baton/run-store/RunChanges"
 import * as RunStore from "@baton/run-store/RunStore"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { expect, it } from "@effect/vitest"
@@ -50,9 +51,30 @@ const changes = (sql: SqlClient.SqlClient) =>
 
 const source = (sql: SqlClient.SqlClient) =>
   Effect.map(
-    sql<{ source: string; revision: number }>`SELECT source, revision FROM flows_run_source`,
-    (rows) => rows[0] === undefined ? undefined : { source: rows[0].source, revision: Number(rows[0].revision) }
+    sql<{ source: string }>`SELECT source FROM flows_run_source`,
+    (rows) => rows[0]?.source
   )
+
+/** The newest revision handed out (tombstones stay, so it never goes down). */
+const head = (sql: SqlClient.SqlClient) =>
+  Effect.map(sql<{ h: number | null }>`SELECT MAX(revision) AS h FROM flows_run_changes`, (rows) => Number(rows[0]?.h ?? 0))
+
+/**
+ * On PostgreSQL, waits until every transaction that was open when called has ended anywhere on the
+ * server (the feed holds back changes above the oldest open one, and other suites share the server).
+ */
+const settled = (sql: SqlClient.SqlClient) =>
+  Dialect.isPostgres(sql)
+    ? Effect.gen(function*() {
+      const [mark] = yield* sql<{ x: string }>`SELECT pg_snapshot_xmax(pg_current_snapshot())::text AS x`
+      for (;;) {
+        const [now] = yield* sql<{ passed: boolean }>`SELECT pg_snapshot_xmin(pg_current_snapshot()) >= ${mark!.x}::xid8 AS passed`
+        if (now!.passed) return
+        // Real time: the suite runs under TestClock.
+        yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 20)))
+      }
+    })
+    : Effect.void
 
 const storeOn = Layer.provide(RunStore.layerWith, SqlConsensus.layer)
 
@@ -66,7 +88,8 @@ export const schemaSuite = (makeDatabase: () => Database, rawDelete: RawDelete) 
         { id: 1002, namespace: "run-store", name: "lineage" },
         { id: 1003, namespace: "run-store", name: "execution_revisions" },
         { id: 1004, namespace: "run-store", name: "waiting_request" },
-        { id: 1005, namespace: "run-store", name: "row_leases" }
+        { id: 1005, namespace: "run-store", name: "row_leases" },
+        { id: 1006, namespace: "run-store", name: "commit_feeds" }
       ])
       expect(yield* Migrations.run).toEqual([])
       const tables = yield* Dialect.tables(sql)
@@ -97,13 +120,21 @@ export const schemaSuite = (makeDatabase: () => Database, rawDelete: RawDelete) 
       const seqOf = (id: string) =>
         Effect.map(sql<{ s: number }>`SELECT row_seq AS s FROM flows_runs WHERE run_id = ${id}`, (r) => Number(r[0]!.s))
       for (const id of ["s1", "s2", "s3"]) yield* store.create(id, "{}")
-      expect([yield* seqOf("s1"), yield* seqOf("s2"), yield* seqOf("s3")]).toEqual([1, 2, 3])
+      // PostgreSQL numbers from its sequence (raw rows do not move it); SQLite one above the highest row.
+      const pg = Dialect.isPostgres(sql)
+      const first = pg ? 1 : 52
+      expect([yield* seqOf("s1"), yield* seqOf("s2"), yield* seqOf("s3")]).toEqual([first, first + 1, first + 2])
       const rolledBack = yield* Effect.either(
         writer.write(Effect.zipRight(store.create("gone", "{}"), Effect.fail("rollback" as const)), { key: "gone" })
       )
       expect(Either.isLeft(rolledBack)).toBe(true)
       yield* store.create("s4", "{}")
-      expect(yield* seqOf("s4")).toBe(4)
+      // A sequence never gives a number back (no shared row to roll back); SQLite reuses the rolled-back one.
+      expect(yield* seqOf("s4")).toBe(first + (pg ? 4 : 3))
+      // A deleted run's number is never handed out again.
+      yield* sql`DELETE FROM flows_runs WHERE run_id = 's4'`
+      yield* store.create("s5", "{}")
+      expect(yield* seqOf("s5")).toBe(first + (pg ? 5 : 4))
       const renumber = yield* Effect.either(sql`UPDATE flows_runs SET row_seq = 99 WHERE run_id = 's1'`)
       expect(Either.isLeft(renumber) && DurableWriter.codeOf(renumber.left)).toBe("constraint")
     }).pipe(
@@ -124,29 +155,37 @@ export const schemaSuite = (makeDatabase: () => Database, rawDelete: RawDelete) 
         VALUES (1, 'a', 'pending', 1, '{}'), (2, 'b', 'pending', 2, '{}')`
       yield* sql`UPDATE flows_run_counter SET last_row_seq = 2`
       const upgraded = yield* DatabaseMigrations.run([JournalMigrations.set, Migrations.set])
-      expect(upgraded.map((m) => m.id)).toEqual([1003, 1004, 1005])
+      expect(upgraded.map((m) => m.id)).toEqual([1003, 1004, 1005, 1006])
       expect(yield* changes(sql)).toEqual({ a: [1, 0], b: [2, 0] })
       const first = (yield* source(sql))!
-      expect(first.revision).toBe(2)
-      expect(first.source).toMatch(/^[0-9a-f]{32}$/)
+      expect(yield* head(sql)).toBe(2)
+      expect(first).toMatch(/^[0-9a-f]{32}$/)
 
       const { store } = yield* Effect.map(RunStore.RunStore, (store) => ({ store }))
       expect(yield* store.claimAndOwn("a", pending, A, 0)).toEqual({ _tag: "Activated" })
-      expect((yield* source(sql))!.revision).toBe(3)
+      expect(yield* head(sql)).toBe(3)
       yield* store.heartbeat("a", A, 5)
-      expect((yield* source(sql))!.revision).toBe(3)
+      expect(yield* head(sql)).toBe(3)
       yield* store.requestCancel("a", 1)
       expect(yield* store.acknowledgeCancel("a", A, 2)).toBe(true)
       expect(yield* store.acknowledgeCancel("a", A, 3)).toBe(true)
       expect(yield* store.transitionOwned("a", A, "cancelled")).toEqual({ _tag: "Transitioned" })
       const rename = yield* Effect.either(sql`UPDATE flows_runs SET run_id = 'b2' WHERE run_id = 'b'`)
       expect(Either.isLeft(rename) && DurableWriter.codeOf(rename.left)).toBe("constraint")
-      expect((yield* source(sql))!.revision).toBe(7)
+      expect(yield* head(sql)).toBe(7)
       yield* rawDelete(sql, "a")
-      expect(yield* source(sql)).toEqual({ source: first.source, revision: 8 })
+      expect(yield* source(sql)).toEqual(first)
+      expect(yield* head(sql)).toBe(8)
       expect(yield* changes(sql)).toEqual({ a: [8, 1], b: [2, 0] })
+      yield* settled(sql)
+      const feed = yield* RunChanges.page(RunChanges.start, 10)
+      expect(feed.changes.map((c) => [c.runId, c.revision, c.deleted])).toEqual([["b", 2, false], ["a", 8, true]])
+      expect(yield* RunChanges.page(feed.next, 10)).toEqual({ changes: [], next: feed.next })
 
-      yield* sql`UPDATE flows_run_source SET revision = 9007199254740991`
+      // The next revision would pass 2^53 - 1: the sequence (PostgreSQL) or the column CHECK (SQLite) refuses it.
+      yield* Dialect.isPostgres(sql)
+        ? sql`SELECT setval('flows_run_revision', 9007199254740991)`
+        : sql`UPDATE flows_run_changes SET revision = 9007199254740991 WHERE run_id = 'a'`
       const overflow = yield* Effect.flip(store.create("c", "{}"))
       expect(overflow.code).toBe("constraint")
       expect(yield* sql`SELECT run_id FROM flows_runs WHERE run_id = 'c'`).toEqual([])
@@ -176,8 +215,8 @@ export const schemaSuite = (makeDatabase: () => Database, rawDelete: RawDelete) 
       yield* sql`UPDATE flows_run_counter SET last_row_seq = 3`
       yield* sql`INSERT INTO flows_consensus_leases (run_id, owner_host_id, owner_pid, owner_nonce, granted_at_ms,
         heartbeat_at_ms) VALUES ('leased', ${A.hostId}, ${A.pid}, ${A.nonce}, 7, 9)`
-      const revision = (yield* source(sql))!.revision
-      expect((yield* DatabaseMigrations.run([JournalMigrations.set, Migrations.set])).map((m) => m.id)).toEqual([1005])
+      const revision = yield* head(sql)
+      expect((yield* DatabaseMigrations.run([JournalMigrations.set, Migrations.set])).map((m) => m.id)).toEqual([1005, 1006])
       const generations = yield* sql<{ run_id: string; granted_at_ms: unknown }>`SELECT run_id, granted_at_ms
         FROM flows_runs ORDER BY run_id`
       expect(generations.map((g) => [g.run_id, g.granted_at_ms === null ? null : Number(g.granted_at_ms)])).toEqual([
@@ -185,7 +224,7 @@ export const schemaSuite = (makeDatabase: () => Database, rawDelete: RawDelete) 
         ["leased", 7],
         ["unleased", 4]
       ])
-      expect((yield* source(sql))!.revision).toBe(revision)
+      expect(yield* head(sql)).toBe(revision)
       // The moved owner still owns its run through the row strategy: its fenced transition lands.
       const store = yield* RunStore.RunStore
       expect(yield* store.heartbeat("leased", A, 10)).toEqual({ _tag: "Updated", heartbeatAtMs: 10 })

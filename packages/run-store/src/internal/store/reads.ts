@@ -9,6 +9,7 @@ import * as Boundary from "../Boundary.js"
 import * as Errors from "../errors.js"
 import { type CreateOptions, type RunRow, RunStoreError, type Service } from "../model.js"
 import * as Rows from "../rows.js"
+import { nextRowSeq } from "../rowSeq.js"
 import { admit, operation, statement, type StoreContext, write } from "./context.js"
 
 /**
@@ -37,10 +38,9 @@ export const make = (ctx: StoreContext): Pick<Service, "create" | "get" | "linea
   const { sql } = ctx
 
   /**
-   * PostgreSQL: the `row_seq` allocation and the insert in one autocommit statement. The
-   * counter advances only when no row has the id yet (a duplicate changes nothing), and
-   * its row lock, held to the statement's commit, keeps `row_seq` in commit order. Only a
-   * miss reads again, to tell a duplicate from a missing counter row.
+   * PostgreSQL: the insert in one autocommit statement, numbered from the `row_seq`
+   * sequence (no shared row; a duplicate spends a number, which leaves a gap). Only a
+   * miss reads again, to tell a duplicate from a row deleted in between.
    */
   const createInOneStatement = (
     id: string,
@@ -53,29 +53,19 @@ export const make = (ctx: StoreContext): Pick<Service, "create" | "get" | "linea
         ctx,
         "create",
         id,
-        sql`WITH seq AS (
-            UPDATE flows_run_counter SET last_row_seq = last_row_seq + 1
-            WHERE singleton = 1 AND NOT EXISTS (SELECT 1 FROM flows_runs WHERE run_id = ${id})
-            RETURNING last_row_seq
-          )
-          INSERT INTO flows_runs (row_seq, run_id, status, created_at_ms, parent_run_id, lineage_id, round_ordinal,
+        sql`INSERT INTO flows_runs (row_seq, run_id, status, created_at_ms, parent_run_id, lineage_id, round_ordinal,
             state_json)
-          SELECT seq.last_row_seq, ${id}::text, 'pending', ${createdAtMs}::bigint, ${opts.parentRunId}::text,
-            ${opts.lineageId}::text, ${opts.roundOrdinal}::bigint, ${state}::text FROM seq
+          VALUES (${nextRowSeq(sql)}, ${id}::text, 'pending', ${createdAtMs}::bigint, ${opts.parentRunId}::text,
+            ${opts.lineageId}::text, ${opts.roundOrdinal}::bigint, ${state}::text)
           ON CONFLICT (run_id) DO NOTHING RETURNING run_id`
       )
       if (inserted.length > 0) return
       const [probe] = yield* Effect.mapError(
-        sql<{ readonly present: boolean; readonly counted: boolean }>`SELECT
-          EXISTS (SELECT 1 FROM flows_runs WHERE run_id = ${id}) AS present,
-          EXISTS (SELECT 1 FROM flows_run_counter WHERE singleton = 1) AS counted`,
+        sql<{ readonly present: boolean }>`SELECT EXISTS (SELECT 1 FROM flows_runs WHERE run_id = ${id}) AS present`,
         readFailure("create")
       )
       if (probe?.present === true) return yield* Effect.fail(Errors.duplicateRun("create", id))
-      if (probe?.counted !== true) {
-        return yield* Effect.fail(Errors.writeInvariant("create", id, "the run counter row is missing"))
-      }
-      // The row seen by the guard was gone by the insert: the id is free again, so try once more.
+      // The conflicting row was gone by the read: the id is free again, so try once more.
       return yield* createInOneStatement(id, opts, state, createdAtMs)
     })
 
@@ -95,13 +85,9 @@ export const make = (ctx: StoreContext): Pick<Service, "create" | "get" | "linea
           "create",
           id,
           Effect.gen(function*() {
-            const counter = yield* sql<{ readonly last_row_seq: number | string }>`UPDATE flows_run_counter
-              SET last_row_seq = last_row_seq + 1 WHERE singleton = 1 RETURNING last_row_seq`
-            const seq = counter[0]
-            if (seq === undefined) return yield* Effect.fail(Errors.writeInvariant("create", id, "the run counter row is missing"))
-            // A duplicate id inserts nothing (other refusals still raise); failing here rolls the counter back.
+            // A duplicate id inserts nothing (other refusals still raise).
             const inserted = yield* sql`INSERT INTO flows_runs (row_seq, run_id, status, created_at_ms, parent_run_id,
-              lineage_id, round_ordinal, state_json) VALUES (${Number(seq.last_row_seq)}, ${id}, 'pending',
+              lineage_id, round_ordinal, state_json) VALUES (${nextRowSeq(sql)}, ${id}, 'pending',
               ${createdAtMs}, ${opts.parentRunId}, ${opts.lineageId}, ${opts.roundOrdinal}, ${state})
               ON CONFLICT (run_id) DO NOTHING RETURNING run_id`
             if (inserted.length === 0) return yield* Effect.fail(Errors.duplicateRun("create", id))
