@@ -9,6 +9,7 @@ import {
   type CreateOptions,
   isRunStatus,
   type OwnerIdType,
+  type RunLease,
   type RunSnapshot,
   type RunStatus,
   type TransitionGuard
@@ -38,6 +39,62 @@ export const owner = (field: string, value: unknown): Admitted<OwnerIdType> => {
   const nonce = Boundary.durableText(`${field}.nonce`, fields.value.nonce)
   if (isRefusal(nonce)) return nonce
   return ok(Object.freeze({ hostId: hostId.value, pid: pid.value, nonce: nonce.value }))
+}
+
+/**
+ * Reads `value` as a dense array without invoking accessors: its own `length` must be a data
+ * property holding an array length, and each element a data property (a Proxy or a getter is
+ * refused, not run). Yields the elements, or the refusal naming `field`.
+ */
+const denseArray = (field: string, value: unknown): Admitted<ReadonlyArray<unknown>> => {
+  try {
+    if (!Array.isArray(value)) return refuse(field, `${field} must be an array`)
+    const length = Reflect.getOwnPropertyDescriptor(value, "length")
+    if (
+      length === undefined || !("value" in length) || typeof length.value !== "number" ||
+      !Number.isSafeInteger(length.value) || length.value < 0
+    ) return refuse(field, `${field} must have a non-negative integer length`)
+    const items: Array<unknown> = []
+    for (let i = 0; i < length.value; i++) {
+      const item = Reflect.getOwnPropertyDescriptor(value, i)
+      if (item === undefined || !("value" in item)) return refuse(`${field}[${i}]`, `${field}[${i}] must be a data element`)
+      items.push(item.value)
+    }
+    return ok(items)
+  } catch {
+    return refuse(field, `${field} could not be inspected`)
+  }
+}
+
+/** `heartbeatMany`'s run ids: an array of durable texts (duplicates allowed); a frozen copy. */
+export const runIds = (value: unknown): Admitted<ReadonlyArray<string>> => {
+  const items = denseArray("runIds", value)
+  if (isRefusal(items)) return items
+  const ids: Array<string> = []
+  for (const [i, item] of items.value.entries()) {
+    const admitted = runId(item, `runIds[${i}]`)
+    if (isRefusal(admitted)) return admitted
+    ids.push(admitted.value)
+  }
+  return ok(Object.freeze(ids))
+}
+
+/** `heartbeatLeases`' leases: an array of `{ runId, owner }` records (duplicates allowed); a frozen copy. */
+export const leases = (value: unknown): Admitted<ReadonlyArray<RunLease>> => {
+  const items = denseArray("leases", value)
+  if (isRefusal(items)) return items
+  const admitted: Array<RunLease> = []
+  for (const [i, item] of items.value.entries()) {
+    const field = `leases[${i}]`
+    const fields = Boundary.record(field, item, ["runId", "owner"], true)
+    if (isRefusal(fields)) return fields
+    const id = runId(fields.value.runId, `${field}.runId`)
+    if (isRefusal(id)) return id
+    const who = owner(`${field}.owner`, fields.value.owner)
+    if (isRefusal(who)) return who
+    admitted.push(Object.freeze({ runId: id.value, owner: who.value }))
+  }
+  return ok(Object.freeze(admitted))
 }
 
 const evidenceKinds: ReadonlyArray<unknown> = ["same-host-pid-dead", "cross-host-unreachable-stale", "lease-expired"]
