@@ -116,8 +116,9 @@ export const make: Effect.Effect<Service, never, Scope.Scope> = Effect.gen(funct
         group.members.set(key, member)
         if (group.running) return Effect.void
         group.running = true
-        // Forked from the registering fiber, so the loop reads the clock that fiber reads.
-        return Effect.asVoid(FiberSet.run(fibers, loop(group)))
+        // Forked from the registering fiber, so the loop reads the clock that fiber reads; made
+        // interruptible, since a fork inherits this acquisition's uninterruptible region.
+        return Effect.asVoid(FiberSet.run(fibers, Effect.interruptible(loop(group))))
       }),
       () =>
         Effect.sync(() => {
