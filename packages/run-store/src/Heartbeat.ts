@@ -5,7 +5,7 @@
  */
 import * as Consensus from "@baton/journal/Consensus"
 import type * as OwnerIdModule from "@baton/journal/OwnerId"
-import { Clock, Context, Deferred, Duration, Effect, Either, Fiber, Layer, Option, type Scope } from "effect"
+import { Clock, Context, Deferred, Duration, Effect, Either, Fiber, Layer, Option, Runtime, type Scope } from "effect"
 import * as Pulse_ from "./internal/pulse.js"
 import { RunStore } from "./RunStore.js"
 
@@ -73,9 +73,11 @@ const nanosToMs = (nanos: bigint): number => Number(nanos / 1_000_000n)
  * own: it registers its lease, and one fiber per run store renews every registered lease with one
  * `RunStore.heartbeatLeases` call per `heartbeatInterval` (one statement per 1,000 runs), handing
  * each loop its own run's answer, so a host owning N runs sends ⌈N / 1,000⌉ heartbeat statements
- * per second instead of N. Each loop keeps its own rules (confirmation, the 19 s budget, the
- * bounded `reconfirm`, interruption on loss). Runs of different owners (each claim's own nonce)
- * share the statement. Build it with {@link makePulse} or {@link layerPulse}.
+ * per second instead of N; a second fiber per store watches the loops' 19 s budgets, waking when
+ * the earliest runs out (about once per budget while leases renew) and handing that loop to its
+ * own expiry step. Each loop keeps its own rules (confirmation, the 19 s budget, the bounded
+ * `reconfirm`, interruption on loss). Runs of different owners (each claim's own nonce) share
+ * the statement. Build it with {@link makePulse} or {@link layerPulse}.
  *
  * @since 0.2.0
  * @category heartbeat
@@ -83,8 +85,9 @@ const nanosToMs = (nanos: bigint): number => Number(nanos / 1_000_000n)
 export class Pulse extends Context.Tag("@baton/run-store/Heartbeat/Pulse")<Pulse, PulseService>() {}
 
 /**
- * What a `Pulse` offers: `register(store, lease, onBeat)` calls `onBeat` with every renewal of
- * `lease` on `store` until the registration's scope closes. `keepAlive` is its one caller.
+ * What a `Pulse` offers: `register(store, lease, loop)` renews `lease` on `store` until the
+ * registration's scope closes, calling `loop.onBeat` with every renewal and `loop.onDue` when
+ * `loop.dueAtMs()` (monotonic ms) has passed. `keepAlive` is its one caller.
  *
  * @since 0.2.0
  * @category models
@@ -101,8 +104,9 @@ export interface PulseService extends Pulse_.Service {}
 export interface Beat extends Pulse_.Beat {}
 
 /**
- * A pulse whose loops live in the current scope: closing the scope stops every store's loop
- * (registered `keepAlive` loops then lapse as if their writes failed).
+ * A pulse whose fibers live in the current scope: closing the scope stops the renewals, and
+ * every `keepAlive` loop still registered watches its own budget again (it lapses as if its
+ * writes failed).
  *
  * @since 0.2.0
  * @category constructors
@@ -252,14 +256,28 @@ export const keepAlive = (
     })
 
     return yield* Effect.scoped(Effect.gen(function*() {
-      if (Option.isSome(shared)) {
-        yield* shared.value.register(store, { runId, owner }, onBeat)
-      } else {
+      if (Option.isNone(shared)) {
         const pulseFiber = yield* Effect.forkDaemon(Effect.forever(Effect.zipRight(Effect.sleep(heartbeatInterval), pulse)))
-        yield* Effect.addFinalizer(() => Fiber.interruptFork(pulseFiber))
+        const deadlineFiber = yield* Effect.forkDaemon(deadline)
+        yield* Effect.addFinalizer(() => Effect.zipRight(Fiber.interruptFork(pulseFiber), Fiber.interruptFork(deadlineFiber)))
+        return yield* Deferred.await(end)
       }
-      const deadlineFiber = yield* Effect.forkDaemon(deadline)
-      yield* Effect.addFinalizer(() => Fiber.interruptFork(deadlineFiber))
+      // The pulse beats and watches the budget; the steps it hands back run in this loop's own
+      // context (its clock, logger, callbacks) and stop with it.
+      const runFork = Runtime.runFork(yield* Effect.runtime<never>())
+      const steps = new Set<Fiber.RuntimeFiber<unknown>>()
+      const start = (step: Effect.Effect<unknown>) => {
+        const fiber = runFork(step)
+        steps.add(fiber)
+        fiber.addObserver(() => steps.delete(fiber))
+      }
+      yield* Effect.addFinalizer(() => Effect.forEach(steps, Fiber.interruptFork, { discard: true }))
+      yield* shared.value.register(store, { runId, owner }, {
+        onBeat,
+        dueAtMs: () => lastConfirmed + toleranceMs,
+        onDue: (rearm) => start(Effect.flatMap(expiry, (stopped) => stopped ? Effect.void : rearm)),
+        onClosed: () => start(deadline)
+      })
       return yield* Deferred.await(end)
     }))
   }).pipe(Effect.withSpan("Heartbeat.keepAlive"))
