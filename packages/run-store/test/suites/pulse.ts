@@ -7,7 +7,7 @@ import * as Heartbeat from "@baton/run-store/Heartbeat"
 import * as RunStore from "@baton/run-store/RunStore"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { expect, it } from "@effect/vitest"
-import { Effect, Fiber, HashMap, Logger, Option, TestClock } from "effect"
+import { Effect, Exit, Fiber, HashMap, Logger, Option, Scope, TestClock } from "effect"
 import { insertOwned, stamps } from "../support/bulk.js"
 import { heartbeatUpdates, sqlLog } from "../support/capture.js"
 import { A, type MakeStack } from "../support/stack.js"
@@ -142,6 +142,62 @@ export const pulseSuite = (makeStack: MakeStack) => {
       yield* settleUntil(isDone(loops[2]!.loop))
       expect(yield* Fiber.join(loops[2]!.loop)).toEqual({ _tag: "Lapsed", unconfirmedMs: 19_000 })
       for (const { work } of loops.slice(0, 2)) expect(yield* isDone(work)).toBe(false)
+    })))
+
+  it.effect("a loop registering with an earlier budget than the others lapses on its own time", () =>
+    run(Effect.gen(function*() {
+      const store = yield* RunStore.RunStore
+      const ids = ["e-0", "e-1"]
+      yield* insertOwned(ids, ownerOf)
+      const pulse = yield* Heartbeat.makePulse
+      const renewing = yield* keepAll(ids, pulse, store)
+      for (let second = 1; second <= 20; second++) {
+        yield* TestClock.adjust(1_000)
+        yield* settleUntil(allStamped(ids, second * 1_000))
+      }
+      // The watcher woke at 19 s and, the others renewed since, sleeps until 38 s. The new loop's
+      // run was last confirmed at 5 s and it is never renewable (the store refuses its lease):
+      // its budget ends at 24 s, so its registration must wake the watcher early.
+      const work = yield* Effect.fork(Effect.never)
+      const late = yield* Effect.fork(
+        Heartbeat.keepAlive("", ownerOf(9), work, { heartbeatAtMs: 5_000 }).pipe(
+          Effect.provideService(Heartbeat.Pulse, pulse),
+          Effect.provideService(RunStore.RunStore, store)
+        )
+      )
+      yield* settleUntil()
+      for (let second = 21; second <= 23; second++) {
+        yield* TestClock.adjust(1_000)
+        yield* settleUntil(allStamped(ids, second * 1_000))
+      }
+      yield* TestClock.adjust(999)
+      yield* settleUntil()
+      expect(yield* isDone(work)).toBe(false)
+      yield* TestClock.adjust(1)
+      yield* settleUntil(isDone(late))
+      expect(yield* Fiber.join(late)).toEqual({ _tag: "Lapsed", unconfirmedMs: 19_000 })
+      for (const { work } of renewing) expect(yield* isDone(work)).toBe(false)
+    })))
+
+  it.effect("when the pulse closes, its loops watch their own budgets again: at its end each reconfirms alone", () =>
+    run(Effect.gen(function*() {
+      const store = yield* RunStore.RunStore
+      const ids = ["z-0", "z-1"]
+      yield* insertOwned(ids, ownerOf)
+      const scope = yield* Scope.make()
+      const pulse = yield* Scope.extend(Heartbeat.makePulse, scope)
+      const loops = yield* keepAll(ids, pulse, store)
+      yield* TestClock.adjust(1_000)
+      yield* settleUntil(allStamped(ids, 1_000))
+      yield* Scope.close(scope, Exit.void)
+      yield* TestClock.adjust(18_999)
+      yield* settleUntil()
+      for (const { work } of loops) expect(yield* isDone(work)).toBe(false)
+      // Confirmed at 1 s, nothing renews since: the budget ends at 20 s, then a reconfirm (which
+      // still holds the lease) extends it, as a loop beating alone would.
+      yield* TestClock.adjust(1)
+      yield* settleUntil(Effect.map(stamps(ids), (stored) => ids.every((id) => stored.get(id) === 20_000)))
+      for (const { work } of loops) expect(yield* isDone(work)).toBe(false)
     })))
 
   it.effect("with failing writes every run still lapses at exactly 19,000 ms, each failure logged once per run", () => {
