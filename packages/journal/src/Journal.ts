@@ -221,12 +221,14 @@ export class JournalError extends Schema.TaggedError<JournalError>()("@baton/jou
 }) {}
 
 /**
- * Entries made ready to append inside another store's statement (PostgreSQL):
- * `expression` is a select-list expression that appends them when the
- * statement evaluates it (once, or not at all when the statement's own write
- * did not take effect), answering their position; pass that value to
- * `appended`, which checks it and publishes the entries once the enclosing
- * write commits (at once in autocommit). A contract between Baton's stores.
+ * Entries made ready to append inside another store's write. `append` appends
+ * them in the enclosing write (SQLite: two statements for any number of
+ * entries). On PostgreSQL `expression` is a select-list expression that
+ * appends them when the caller's own statement evaluates it (once, or not at
+ * all when that statement's write did not take effect), answering their
+ * position; pass that value to `appended`. Either way the entries are
+ * published once the enclosing write commits (at once in autocommit). A
+ * contract between Baton's stores.
  *
  * @since 0.2.0
  * @category contract
@@ -234,6 +236,7 @@ export class JournalError extends Schema.TaggedError<JournalError>()("@baton/jou
 export interface PreparedAppend {
   readonly expression: Fragment
   readonly appended: (value: unknown) => Effect.Effect<void, JournalError>
+  readonly append: Effect.Effect<void, JournalError>
 }
 
 /**
@@ -256,7 +259,7 @@ export interface PreparedAppend {
  *   `compact`: replay support (fenced writes).
  * - `prepareAppend`: unfenced entries of one run and source, admitted as
  *   `emitDurableUnfenced` admits them, appended by a statement of the caller's
- *   (`PreparedAppend`); PostgreSQL only (`sink_failed` elsewhere).
+ *   (`PreparedAppend`).
  *
  * @since 0.1.0
  * @category models

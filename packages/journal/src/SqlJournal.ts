@@ -19,7 +19,7 @@ import * as JournalEvent from "./JournalEvent.js"
 import type { OwnerId } from "./OwnerId.js"
 import type * as Redaction from "./Redaction.js"
 import * as SqlConsensus from "./SqlConsensus.js"
-import { admit, admitClock, admitOwner, encodeJson } from "./internal/admission.js"
+import { admit, type Admitted, admitClock, admitOwner, encodeJson } from "./internal/admission.js"
 import { appendLocked } from "./internal/append.js"
 import { decodeCheckpoint, makeCheckpointStore } from "./internal/checkpoints.js"
 import * as Errors from "./internal/errors.js"
@@ -410,14 +410,33 @@ export const make = (
         )
       })
 
+    /** The committed rows of a prepared append, checked and published once the enclosing write commits. */
+    const publishAppended = (admitted: ReadonlyArray<Admitted>, seq: number, sourceSeq: number) =>
+      Effect.gen(function*() {
+        const first = admitted[0]!
+        const committed = admitted.map((item, i) => {
+          const entry: NewEntry = {
+            runId: item.runId,
+            seq: seq + i,
+            eventId: JournalEvent.makeEventId(item.runId, item.sourceId, sourceSeq + i),
+            sourceId: item.sourceId,
+            sourceSeq: sourceSeq + i,
+            emittedAtMs: item.emittedAtMs,
+            eventType: item.eventType,
+            payloadJson: item.payloadJson,
+            metaJson: item.metaJson
+          }
+          return { entry, contentKey: contentKey(item.eventType, item.payloadJson, item.metaJson) }
+        })
+        cache.raiseFloor(first.runId, first.sourceId, sourceSeq + admitted.length, false)
+        yield* whenCommitted(publish(committed))
+      })
+
     const prepareAppend = (
       inputs: ReadonlyArray<JournalEvent.Input>
     ): Effect.Effect<Journal.PreparedAppend, Journal.JournalError> =>
       Effect.gen(function*() {
         yield* ifOpen("prepareAppend")
-        if (!store.pg) {
-          return yield* Effect.fail(Errors.sinkFailed("Journal.prepareAppend: PostgreSQL only", undefined))
-        }
         const at = yield* now
         const admitted = yield* Effect.forEach(inputs, (input) => admit(input, admission, at))
         const first = admitted[0]
@@ -439,24 +458,18 @@ export const make = (
             const pair = Array.isArray(value) ? value : []
             const seq = yield* storedSeq(pair[0], "journal head", first.runId, "next_seq")
             const sourceSeq = yield* storedSeq(pair[1], "journal row", first.runId, "source_seq")
-            const committed = admitted.map((item, i) => {
-              const entry: NewEntry = {
-                runId: item.runId,
-                seq: seq + i,
-                eventId: JournalEvent.makeEventId(item.runId, item.sourceId, sourceSeq + i),
-                sourceId: item.sourceId,
-                sourceSeq: sourceSeq + i,
-                emittedAtMs: item.emittedAtMs,
-                eventType: item.eventType,
-                payloadJson: item.payloadJson,
-                metaJson: item.metaJson
-              }
-              return { entry, contentKey: contentKey(item.eventType, item.payloadJson, item.metaJson) }
-            })
-            cache.raiseFloor(first.runId, first.sourceId, sourceSeq + admitted.length, false)
-            yield* whenCommitted(publish(committed))
+            yield* publishAppended(admitted, seq, sourceSeq)
           })
-        return { expression, appended }
+        const append = store.pg
+          ? Effect.flatMap(sql<{ readonly appended: unknown }>`SELECT ${expression} AS appended`, (rows) =>
+            appended(rows[0]?.appended))
+          : Effect.flatMap(store.appendAll(first.runId, first.sourceId, prefix, admitted), ({ seq, sourceSeq }) =>
+            publishAppended(admitted, seq, sourceSeq))
+        return {
+          expression,
+          appended,
+          append: append.pipe(Effect.catchTag("SqlError", (error) => Effect.fail(sink("prepareAppend")(error))))
+        }
       })
 
     const service = Journal.make({

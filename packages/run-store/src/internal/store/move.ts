@@ -10,7 +10,7 @@
  *   `clock_timestamp()` is read after the lock. A miss answers from the locked
  *   row, so naming the loss costs no second statement.
  * - SQLite: one `BEGIN IMMEDIATE` transaction: the same update, then the facts
- *   through the journal, or on a miss a read of the row to name the loss.
+ *   (two statements however many), or on a miss a read of the row to name the loss.
  */
 import type { Fragment } from "@effect/sql/Statement"
 import { Effect, Option } from "effect"
@@ -53,7 +53,8 @@ const inOneTransaction = (ctx: StoreContext, move: Move) =>
       const updated = yield* ctx.sql`UPDATE flows_runs SET ${move.set}
         WHERE run_id = ${move.runId} AND ${move.rule} RETURNING run_id`
       if (updated.length === 0) return { _tag: "Missed", row: yield* lockRow(ctx, move.method, move.runId) } as Result
-      yield* Companion.appendAll(move.runId, move.facts)
+      const prepared = yield* Companion.prepare(move.runId, move.facts)
+      if (Option.isSome(prepared)) yield* prepared.value.append
       return moved
     })
   )
