@@ -247,6 +247,7 @@ export const makeStore = (sql: SqlClient.SqlClient) => {
     items: ReadonlyArray<{ readonly eventType: string; readonly payloadJson: string; readonly metaJson: string; readonly emittedAtMs: number }>
   ): Effect.Effect<{ readonly seq: number; readonly sourceSeq: number }, SqlError | JournalError> =>
     Effect.gen(function*() {
+      // Bound numbers arrive as REAL: the event id's text takes the integer.
       const values = sql.join(" UNION ALL ", false)(
         items.map((item, i) =>
           sql`SELECT ${i} AS i, ${item.eventType} AS t, ${item.payloadJson} AS p, ${item.metaJson} AS m, ${item.emittedAtMs} AS at`
@@ -254,7 +255,7 @@ export const makeStore = (sql: SqlClient.SqlClient) => {
       )
       const rows = yield* sql<{ readonly seq: unknown; readonly source_seq: unknown }>`INSERT INTO flows_journal_events
         (${columns})
-        SELECT ${runId}, h.n + v.i, ${eventIdPrefix} || (s.n + v.i), ${sourceId}, s.n + v.i, v.at, v.t, v.p, v.m
+        SELECT ${runId}, h.n + v.i, ${eventIdPrefix} || CAST(s.n + v.i AS INTEGER), ${sourceId}, s.n + v.i, v.at, v.t, v.p, v.m
         FROM (SELECT COALESCE((SELECT next_seq FROM flows_journal_heads WHERE run_id = ${runId}), 0) AS n) AS h,
           (SELECT COALESCE(MAX(m), -1) + 1 AS n FROM (
             SELECT MAX(source_seq) AS m FROM flows_journal_events WHERE run_id = ${runId} AND source_id = ${sourceId}
