@@ -1,7 +1,9 @@
 /**
  * The journal's migration set: namespace `journal`, id block 0 (ledger ids
  * 1–999): `0001_journal` (events, heads, checkpoints, dedup) and
- * `0002_consensus` (`flows_consensus_leases`, needed by `RunStore.layer`).
+ * `0002_consensus` (`flows_consensus_leases`, needed by `RunStore.layer`) and
+ * `0003_append_function` (PostgreSQL: `flows_journal_append`, the append a
+ * run-store move runs inside its own statement).
  *
  * @since 0.1.0
  */
@@ -11,6 +13,7 @@ import type * as SqlClient from "@effect/sql/SqlClient"
 import type { Effect, Layer } from "effect"
 import journal from "./migrations/0001_journal.js"
 import consensus from "./migrations/0002_consensus.js"
+import appendFunction from "./migrations/0003_append_function.js"
 
 /**
  * Install alongside the other packages' sets (`DatabaseMigrations.run([...sets])`).
@@ -23,7 +26,8 @@ export const set: DatabaseMigrations.MigrationSet = {
   idOffset: 0,
   migrations: {
     "0001_journal": journal,
-    "0002_consensus": consensus
+    "0002_consensus": consensus,
+    "0003_append_function": appendFunction
   }
 }
 
