@@ -18,7 +18,6 @@ import * as Journal from "./Journal.js"
 import * as JournalEvent from "./JournalEvent.js"
 import type { OwnerId } from "./OwnerId.js"
 import type * as Redaction from "./Redaction.js"
-import * as SqlConsensus from "./SqlConsensus.js"
 import { admit, type Admitted, admitClock, admitOwner, encodeJson } from "./internal/admission.js"
 import { appendLocked } from "./internal/append.js"
 import { decodeCheckpoint, makeCheckpointStore } from "./internal/checkpoints.js"
@@ -504,8 +503,11 @@ export const make = (
   })
 
 /**
- * The journal with `Consensus` taken from context. With `Consensus.layerLocal`,
- * provide one build to both this layer and the run store.
+ * The journal with `Consensus` taken from context: fenced writes check that
+ * strategy inside their own write. Across processes give it the run store's
+ * `SqlConsensus` (leases on the run row), the build the run store uses; with
+ * `Consensus.layerLocal` (one process) provide one build to both this layer and
+ * the run store.
  *
  * @since 0.1.0
  * @category layers
@@ -514,14 +516,3 @@ export const layerWith = (
   options: SqlJournalOptions = {}
 ): Layer.Layer<Journal.Journal, Journal.JournalError, Consensus | DurableWriter.DurableWriter | SqlClient.SqlClient> =>
   Layer.scoped(Journal.Journal, make(options))
-
-/**
- * The journal fenced through its own `SqlConsensus` over the same database.
- *
- * @since 0.1.0
- * @category layers
- */
-export const layer = (
-  options: SqlJournalOptions = {}
-): Layer.Layer<Journal.Journal, Journal.JournalError, DurableWriter.DurableWriter | SqlClient.SqlClient> =>
-  layerWith(options).pipe(Layer.provide(SqlConsensus.layer))
