@@ -293,7 +293,7 @@ if (pgUrl !== undefined) {
     )
     const ehb1 = await measure([...target, "effect-sql-heartbeats", String(HEARTBEATS), "1"])
     row(
-      "PostgreSQL heartbeats, same transaction through the Effect SQL client alone, 1 connection",
+      "PostgreSQL heartbeats, same statement through the Effect SQL client alone, 1 connection",
       rate(ehb1),
       `ratio to the stores ${(rate(ehb1) / rate(hb1)).toFixed(2)}`
     )

@@ -1,12 +1,11 @@
 import * as SqliteDatabase from "@baton/database/SqliteDatabase"
-import * as SqlJournal from "@baton/journal/SqlJournal"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Effect, Layer } from "effect"
 import { freshLayer } from "./fixtures/runtimeContract.js"
 import { tempFile } from "./fixtures/runtimeProcesses.js"
 import { sqlRuntimeChecks } from "./fixtures/sqlRuntimeChecks.js"
 import { storedRows } from "./fixtures/storedRows.js"
-import { sqlRuntime, sqliteFile } from "./fixtures/runtimeSupport.js"
+import { sqlJournal, sqlRuntime, sqliteFile } from "./fixtures/runtimeSupport.js"
 
 // A file per test, so a second, read-only client can open the same database.
 const readOnlyFile = Effect.gen(function*() {
@@ -17,8 +16,8 @@ const readOnlyFile = Effect.gen(function*() {
 
 sqlRuntimeChecks(
   "sqlite",
-  freshLayer(() => Layer.provideMerge(SqlJournal.layer(), sqlRuntime(sqliteFile(tempFile())))),
+  freshLayer(() => Layer.provideMerge(sqlJournal(), sqlRuntime(sqliteFile(tempFile())))),
   readOnlyFile
 )
 
-storedRows("sqlite", freshLayer(() => Layer.provideMerge(SqlJournal.layer(), sqlRuntime(sqliteFile(tempFile())))))
+storedRows("sqlite", freshLayer(() => Layer.provideMerge(sqlJournal(), sqlRuntime(sqliteFile(tempFile())))))

@@ -75,6 +75,35 @@ export const append = (fact: Fact): Effect.Effect<void, Journal.JournalError> =>
   })
 
 /**
+ * `facts` (one run, one stream and source, in order) made ready to append
+ * inside the caller's own PostgreSQL statement (`Journal.PreparedAppend`), so a
+ * move of the run and its facts are one round trip; `None` without a `Journal`
+ * in context. Admitted as `append` admits (`invalid_event` naming the field).
+ *
+ * @since 0.2.0
+ * @category contract
+ */
+export const prepare = (
+  facts: ReadonlyArray<Fact>
+): Effect.Effect<Option.Option<Journal.PreparedAppend>, Journal.JournalError> =>
+  Effect.gen(function*() {
+    const journal = yield* Effect.serviceOption(Journal.Journal)
+    if (Option.isNone(journal)) return Option.none()
+    const inputs: Array<JournalEvent.Input> = []
+    for (const fact of facts) {
+      const runId = yield* companionOf(fact.stream, fact.runId, "fact")
+      inputs.push({
+        runId,
+        sourceId: fact.sourceId,
+        eventType: fact.eventType,
+        payload: { ...fact.payload, runId: fact.runId },
+        meta: { runId: fact.runId }
+      })
+    }
+    return Option.some(yield* journal.value.prepareAppend(inputs))
+  })
+
+/**
  * One page of the companion stream `stream` of `runId` (`limit` default 100).
  *
  * @since 0.1.0

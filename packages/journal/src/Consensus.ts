@@ -1,8 +1,10 @@
 /**
  * The ownership arbitration strategy the run store delegates to: two-phase
  * claim, grant generations, steal only on staleness plus liveness evidence,
- * and a commit-time guard. `layerLocal` keeps leases in memory; the run
- * store's `SqlConsensus` keeps them on the run row (`flows_runs`).
+ * and a commit-time guard. The journal declares the port; it has two
+ * implementations: `layerLocal` keeps leases in memory (tests, single-process
+ * hosts), and the run store's `SqlConsensus` (`@baton/run-store/SqlConsensus`)
+ * keeps them on the run row (`flows_runs`), the only lease record in a database.
  *
  * @since 0.1.0
  */

@@ -5,6 +5,7 @@
  *
  * @since 0.1.0
  */
+import type { Fragment } from "@effect/sql/Statement"
 import type * as Scope from "effect/Scope"
 import { Context, Effect, Layer, Option, Queue, Schema, Stream } from "effect"
 import type { Entry, Input, RunId, Seq, SourceSeq } from "./JournalEvent.js"
@@ -220,6 +221,25 @@ export class JournalError extends Schema.TaggedError<JournalError>()("@baton/jou
 }) {}
 
 /**
+ * Entries made ready to append inside another store's write. `append` appends
+ * them in the enclosing write (SQLite: two statements for any number of
+ * entries). On PostgreSQL `expression` is a select-list expression that
+ * appends them when the caller's own statement evaluates it (once, or not at
+ * all when that statement's write did not take effect), answering their
+ * position; pass that value to `appended`. Either way the entries are
+ * published once the enclosing write commits (at once in autocommit). A
+ * contract between Baton's stores.
+ *
+ * @since 0.2.0
+ * @category contract
+ */
+export interface PreparedAppend {
+  readonly expression: Fragment
+  readonly appended: (value: unknown) => Effect.Effect<void, JournalError>
+  readonly append: Effect.Effect<void, JournalError>
+}
+
+/**
  * The journal operations (journal.md 5).
  *
  * - `emitDurable` (fenced by `owner`) / `emitDurableUnfenced`: commit before
@@ -237,6 +257,9 @@ export class JournalError extends Schema.TaggedError<JournalError>()("@baton/jou
  *   no transaction is open (`true`), never in a raw transaction (`false`).
  * - `entries`, `stream`, `changes`: reads; `checkpoint`, `latestCheckpoint`,
  *   `compact`: replay support (fenced writes).
+ * - `prepareAppend`: unfenced entries of one run and source, admitted as
+ *   `emitDurableUnfenced` admits them, appended by a statement of the caller's
+ *   (`PreparedAppend`).
  *
  * @since 0.1.0
  * @category models
@@ -257,6 +280,7 @@ export interface Service {
   readonly checkpoint: (options: CheckpointOptions, owner: OwnerId) => Effect.Effect<Checkpoint, JournalError>
   readonly latestCheckpoint: (runId: string) => Effect.Effect<Option.Option<Checkpoint>, JournalError>
   readonly compact: (options: CompactOptions, owner: OwnerId) => Effect.Effect<Compacted, JournalError>
+  readonly prepareAppend: (inputs: ReadonlyArray<Input>) => Effect.Effect<PreparedAppend, JournalError>
 }
 
 /**
@@ -296,6 +320,7 @@ export const makeNoop = (overrides: Partial<Service> = {}): Service =>
     checkpoint: () => Effect.fail(closed("checkpoint")),
     latestCheckpoint: () => Effect.fail(closed("latestCheckpoint")),
     compact: () => Effect.fail(closed("compact")),
+    prepareAppend: () => Effect.fail(closed("prepareAppend")),
     ...overrides
   })
 

@@ -18,8 +18,7 @@ import * as Journal from "./Journal.js"
 import * as JournalEvent from "./JournalEvent.js"
 import type { OwnerId } from "./OwnerId.js"
 import type * as Redaction from "./Redaction.js"
-import * as SqlConsensus from "./SqlConsensus.js"
-import { admit, admitClock, admitOwner, encodeJson } from "./internal/admission.js"
+import { admit, type Admitted, admitClock, admitOwner, encodeJson } from "./internal/admission.js"
 import { appendLocked } from "./internal/append.js"
 import { decodeCheckpoint, makeCheckpointStore } from "./internal/checkpoints.js"
 import * as Errors from "./internal/errors.js"
@@ -29,7 +28,7 @@ import { makeLossy } from "./internal/lossy.js"
 import { resolve } from "./internal/options.js"
 import { decodeField as field } from "./internal/parse.js"
 import { makeReaders } from "./internal/readers.js"
-import { contentKey, decodeEntry, entryFromNew, makeStore, type NewEntry } from "./internal/store.js"
+import { contentKey, decodeEntry, entryFromNew, makeStore, type NewEntry, storedSeq } from "./internal/store.js"
 
 /**
  * Layer options (all optional). `capacity`: lossy queue and `changes` buffer,
@@ -410,6 +409,68 @@ export const make = (
         )
       })
 
+    /** The committed rows of a prepared append, checked and published once the enclosing write commits. */
+    const publishAppended = (admitted: ReadonlyArray<Admitted>, seq: number, sourceSeq: number) =>
+      Effect.gen(function*() {
+        const first = admitted[0]!
+        const committed = admitted.map((item, i) => {
+          const entry: NewEntry = {
+            runId: item.runId,
+            seq: seq + i,
+            eventId: JournalEvent.makeEventId(item.runId, item.sourceId, sourceSeq + i),
+            sourceId: item.sourceId,
+            sourceSeq: sourceSeq + i,
+            emittedAtMs: item.emittedAtMs,
+            eventType: item.eventType,
+            payloadJson: item.payloadJson,
+            metaJson: item.metaJson
+          }
+          return { entry, contentKey: contentKey(item.eventType, item.payloadJson, item.metaJson) }
+        })
+        cache.raiseFloor(first.runId, first.sourceId, sourceSeq + admitted.length, false)
+        yield* whenCommitted(publish(committed))
+      })
+
+    const prepareAppend = (
+      inputs: ReadonlyArray<JournalEvent.Input>
+    ): Effect.Effect<Journal.PreparedAppend, Journal.JournalError> =>
+      Effect.gen(function*() {
+        yield* ifOpen("prepareAppend")
+        const at = yield* now
+        const admitted = yield* Effect.forEach(inputs, (input) => admit(input, admission, at))
+        const first = admitted[0]
+        if (first === undefined) return yield* Effect.fail(Errors.invalid("inputs", "must hold at least one entry"))
+        for (const item of admitted) {
+          if (item.runId !== first.runId || item.sourceId !== first.sourceId) {
+            return yield* Effect.fail(Errors.invalid("inputs", "must share one runId and one sourceId"))
+          }
+          if (item.sourceSeq !== undefined) {
+            return yield* Effect.fail(Errors.invalid("inputs.sourceSeq", "must be absent (the store allocates it)"))
+          }
+        }
+        const prefix = JournalEvent.makeEventId(first.runId, first.sourceId, 0).slice(0, -1)
+        const expression = sql`flows_journal_append(${first.runId}, ${first.sourceId}, ${prefix}, ${first.emittedAtMs},
+          ${admitted.map((a) => a.eventType)}::text[], ${admitted.map((a) => a.payloadJson)}::text[],
+          ${admitted.map((a) => a.metaJson)}::text[])`
+        const appended = (value: unknown) =>
+          Effect.gen(function*() {
+            const pair = Array.isArray(value) ? value : []
+            const seq = yield* storedSeq(pair[0], "journal head", first.runId, "next_seq")
+            const sourceSeq = yield* storedSeq(pair[1], "journal row", first.runId, "source_seq")
+            yield* publishAppended(admitted, seq, sourceSeq)
+          })
+        const append = store.pg
+          ? Effect.flatMap(sql<{ readonly appended: unknown }>`SELECT ${expression} AS appended`, (rows) =>
+            appended(rows[0]?.appended))
+          : Effect.flatMap(store.appendAll(first.runId, first.sourceId, prefix, admitted), ({ seq, sourceSeq }) =>
+            publishAppended(admitted, seq, sourceSeq))
+        return {
+          expression,
+          appended,
+          append: append.pipe(Effect.catchTag("SqlError", (error) => Effect.fail(sink("prepareAppend")(error))))
+        }
+      })
+
     const service = Journal.make({
       emitDurable: (input, owner) => emitDurableWith("emitDurable", input, owner),
       emitDurableUnfenced: (input) => emitDurableWith("emitDurableUnfenced", input, undefined),
@@ -422,7 +483,8 @@ export const make = (
       changes: PubSub.subscribe(changes),
       checkpoint,
       latestCheckpoint,
-      compact
+      compact,
+      prepareAppend
     })
 
     yield* Effect.forkScoped(lossy.run)
@@ -441,8 +503,11 @@ export const make = (
   })
 
 /**
- * The journal with `Consensus` taken from context. With `Consensus.layerLocal`,
- * provide one build to both this layer and the run store.
+ * The journal with `Consensus` taken from context: fenced writes check that
+ * strategy inside their own write. Across processes give it the run store's
+ * `SqlConsensus` (leases on the run row), the build the run store uses; with
+ * `Consensus.layerLocal` (one process) provide one build to both this layer and
+ * the run store.
  *
  * @since 0.1.0
  * @category layers
@@ -451,14 +516,3 @@ export const layerWith = (
   options: SqlJournalOptions = {}
 ): Layer.Layer<Journal.Journal, Journal.JournalError, Consensus | DurableWriter.DurableWriter | SqlClient.SqlClient> =>
   Layer.scoped(Journal.Journal, make(options))
-
-/**
- * The journal fenced through its own `SqlConsensus` over the same database.
- *
- * @since 0.1.0
- * @category layers
- */
-export const layer = (
-  options: SqlJournalOptions = {}
-): Layer.Layer<Journal.Journal, Journal.JournalError, DurableWriter.DurableWriter | SqlClient.SqlClient> =>
-  layerWith(options).pipe(Layer.provide(SqlConsensus.layer))

@@ -36,8 +36,4 @@ export * as Redaction from "./Redaction.js"
 /**
  * @since 0.1.0
  */
-export * as SqlConsensus from "./SqlConsensus.js"
-/**
- * @since 0.1.0
- */
 export * as SqlJournal from "./SqlJournal.js"

@@ -1,19 +1,12 @@
 import * as TestDatabase from "@baton/database/TestDatabase"
 import * as Consensus from "@baton/journal/Consensus"
-import * as Migrations from "@baton/journal/Migrations"
-import * as SqlConsensus from "@baton/journal/SqlConsensus"
 import { describe, expect, it } from "@effect/vitest"
 import { Duration, Effect, Layer } from "effect"
 import { consensusContract } from "./support/consensusContract.js"
 import { A, B } from "./support/owners.js"
 
+// The SQL strategy over the run row runs the same contract in the run store's tests.
 consensusContract("layerLocal", () => Layer.merge(Consensus.layerLocal, TestDatabase.layer), { transactional: false })
-
-consensusContract(
-  "SqlConsensus on SQLite",
-  () => Layer.provideMerge(SqlConsensus.layer, Layer.provideMerge(Migrations.layer, TestDatabase.layer)),
-  { transactional: true }
-)
 
 describe("Consensus helpers", () => {
   it("matchesEvidence requires the named owner, the exact probe time and the host relation", () => {

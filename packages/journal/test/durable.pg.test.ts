@@ -6,5 +6,7 @@ import { journalContract } from "./support/journalContract.js"
 const url = TestDatabase.postgresTestUrl("journal contract")
 
 describe.skipIf(url === undefined)("PostgreSQL", () => {
-  journalContract("PostgreSQL", (options) => TestJournal.layerOn(TestDatabase.layerPostgres(url!), options), 30_000)
+  journalContract("PostgreSQL", (options) => TestJournal.layerOn(TestDatabase.layerPostgres(url!), options), {
+    timeout: 30_000
+  })
 })

@@ -2,13 +2,12 @@ import * as TestDatabase from "@baton/database/TestDatabase"
 import * as Consensus from "@baton/journal/Consensus"
 import * as Journal from "@baton/journal/Journal"
 import * as Migrations from "@baton/journal/Migrations"
-import * as SqlConsensus from "@baton/journal/SqlConsensus"
 import * as SqlJournal from "@baton/journal/SqlJournal"
 import { describe, expect, it } from "@effect/vitest"
 import { Context, Effect, Exit, Layer, Queue, Scope, Stream } from "effect"
 import { A, count, own } from "./support/owners.js"
 
-const database = Layer.provideMerge(SqlConsensus.layer, Layer.provideMerge(Migrations.layer, TestDatabase.layer))
+const database = Layer.merge(Consensus.layerLocal, Layer.provideMerge(Migrations.layer, TestDatabase.layer))
 
 describe("lifecycle", () => {
   it.effect("check 34: closing flushes queued lossy entries, then every operation fails journal_closed", () =>

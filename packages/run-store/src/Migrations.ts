@@ -1,8 +1,9 @@
 /**
  * The run store's migration set: namespace `run-store`, id block 1000
  * (ledger ids 1001–1999): `0001_initial`, `0002_lineage`,
- * `0003_execution_revisions`, `0004_waiting_request`, `0005_row_leases`, `0006_commit_feeds`.
- * Append-only.
+ * `0003_execution_revisions`, `0004_waiting_request`, `0005_row_leases`, `0006_commit_feeds`,
+ * `0007_drop_consensus_leases` (drops the journal's unused `flows_consensus_leases` after
+ * moving any generation still recorded only there onto the run row). Append-only.
  *
  * @since 0.1.0
  */
@@ -16,6 +17,7 @@ import { executionRevisions } from "./migrations/0003_execution_revisions.js"
 import { waitingRequest } from "./migrations/0004_waiting_request.js"
 import { rowLeases } from "./migrations/0005_row_leases.js"
 import { commitFeeds } from "./migrations/0006_commit_feeds.js"
+import { dropConsensusLeases } from "./migrations/0007_drop_consensus_leases.js"
 
 /**
  * The set to compose with the journal's in one ledger pass (the journal's set
@@ -33,7 +35,8 @@ export const set: DatabaseMigrations.MigrationSet = Object.freeze({
     "0003_execution_revisions": executionRevisions,
     "0004_waiting_request": waitingRequest,
     "0005_row_leases": rowLeases,
-    "0006_commit_feeds": commitFeeds
+    "0006_commit_feeds": commitFeeds,
+    "0007_drop_consensus_leases": dropConsensusLeases
   })
 })
 

@@ -6,6 +6,7 @@ import * as SqlConsensus from "@baton/run-store/SqlConsensus"
 import { describe } from "@effect/vitest"
 import { Layer } from "effect"
 import { consensusContract } from "../../journal/test/support/consensusContract.js"
+import { consensusAgreement } from "./suites/consensusAgreement.js"
 import { contractRuns } from "./support/contractRuns.js"
 
 const url = TestDatabase.postgresTestUrl("the run store's SqlConsensus on PostgreSQL")
@@ -20,4 +21,5 @@ describe.skipIf(url === undefined)("the run store's SqlConsensus on PostgreSQL",
       ),
     { transactional: true, prepare: contractRuns, timeout: 60_000 }
   )
+  consensusAgreement("PostgreSQL", () => TestDatabase.layerPostgres(url!), 2000, { probe: 60_000, walk: 240_000 })
 })

@@ -5,6 +5,7 @@ import * as Migrations from "@baton/run-store/Migrations"
 import * as SqlConsensus from "@baton/run-store/SqlConsensus"
 import { Layer } from "effect"
 import { consensusContract } from "../../journal/test/support/consensusContract.js"
+import { consensusAgreement } from "./suites/consensusAgreement.js"
 import { contractRuns } from "./support/contractRuns.js"
 
 consensusContract(
@@ -16,3 +17,5 @@ consensusContract(
     ),
   { transactional: true, prepare: contractRuns }
 )
+
+consensusAgreement("SQLite", () => TestDatabase.layer, 2000, { probe: 60_000, walk: 240_000 })

@@ -1,7 +1,7 @@
 /**
  * The Consensus lease rules (journal.md 7) as pure functions over one lease
- * record; `Consensus.layerLocal` applies them to a `Map`, and the SQL strategy's
- * conditional statements encode the same predicates.
+ * record; `Consensus.layerLocal` applies them to a `Map`, and the conditional
+ * statements of the run store's row strategy encode the same predicates.
  *
  * @internal
  */

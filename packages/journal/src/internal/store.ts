@@ -235,7 +235,54 @@ export const makeStore = (sql: SqlClient.SqlClient) => {
       Effect.map((rows) => rows.length > 0)
     )
 
-  return { pg, lockHead, setHead, findIdentity, durableNext, insert, floor, page, entryExists } as const
+  /**
+   * SQLite, inside the caller's write transaction (which holds the write lock): append `items` (one run and
+   * source, content canonical) after the head and the source floor in one `INSERT … SELECT`, then move the
+   * head. Answers the first seq and source_seq; a stored value outside its range is `decode_failed`.
+   */
+  const appendAll = (
+    runId: string,
+    sourceId: string,
+    eventIdPrefix: string,
+    items: ReadonlyArray<{ readonly eventType: string; readonly payloadJson: string; readonly metaJson: string; readonly emittedAtMs: number }>
+  ): Effect.Effect<{ readonly seq: number; readonly sourceSeq: number }, SqlError | JournalError> =>
+    Effect.gen(function*() {
+      // Bound numbers arrive as REAL: the event id's text takes the integer.
+      const values = sql.join(" UNION ALL ", false)(
+        items.map((item, i) =>
+          sql`SELECT ${i} AS i, ${item.eventType} AS t, ${item.payloadJson} AS p, ${item.metaJson} AS m, ${item.emittedAtMs} AS at`
+        )
+      )
+      const rows = yield* sql<{ readonly seq: unknown; readonly source_seq: unknown }>`INSERT INTO flows_journal_events
+        (${columns})
+        SELECT ${runId}, h.n + v.i, ${eventIdPrefix} || CAST(s.n + v.i AS INTEGER), ${sourceId}, s.n + v.i, v.at, v.t, v.p, v.m
+        FROM (SELECT COALESCE((SELECT next_seq FROM flows_journal_heads WHERE run_id = ${runId}), 0) AS n) AS h,
+          (SELECT COALESCE(MAX(m), -1) + 1 AS n FROM (
+            SELECT MAX(source_seq) AS m FROM flows_journal_events WHERE run_id = ${runId} AND source_id = ${sourceId}
+            UNION ALL
+            SELECT MAX(source_seq) AS m FROM flows_journal_dedup WHERE run_id = ${runId} AND source_id = ${sourceId}
+          ) floors) AS s,
+          (${values}) AS v
+        ORDER BY v.i
+        RETURNING seq, source_seq`
+      let seq = Number.MAX_SAFE_INTEGER
+      let sourceSeq = Number.MAX_SAFE_INTEGER
+      let last = -1
+      for (const row of rows) {
+        const at = yield* storedSeq(row.seq, "journal row", runId, "seq")
+        seq = Math.min(seq, at)
+        last = Math.max(last, at)
+        sourceSeq = Math.min(sourceSeq, yield* storedSeq(row.source_seq, "journal row", runId, "source_seq"))
+      }
+      if (rows.length !== items.length || last + 1 > maxSeq) {
+        return yield* Effect.fail(decodeFailed(`the journal head of run ${JSON.stringify(String(runId))} is out of range`))
+      }
+      yield* sql`INSERT INTO flows_journal_heads (run_id, next_seq) VALUES (${runId}, ${last + 1})
+        ON CONFLICT (run_id) DO UPDATE SET next_seq = excluded.next_seq`
+      return { seq, sourceSeq }
+    })
+
+  return { pg, lockHead, setHead, findIdentity, durableNext, insert, floor, page, entryExists, appendAll } as const
 }
 
 export type Store = ReturnType<typeof makeStore>

@@ -1,7 +1,8 @@
 /**
- * `flows_consensus_leases`: SqlConsensus's private lease state. The owner
- * columns are all NULL or all set, likewise the claim columns; an emptied row
- * is deleted ("no row" = free).
+ * `flows_consensus_leases`: the lease state of the journal's former SQL
+ * strategy (owner columns all NULL or all set, likewise the claim columns; an
+ * emptied row was deleted). Unused since the run row became the lease record;
+ * kept as recorded, and dropped by the run store's `0007_drop_consensus_leases`.
  *
  * @internal
  */

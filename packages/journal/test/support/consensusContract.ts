@@ -1,8 +1,8 @@
 /**
  * The Consensus contract (journal.md checks 23–29), written once and run
- * against every strategy: `layerLocal`, the journal's `SqlConsensus` and the run
- * store's row-backed `SqlConsensus` (whose suite creates the runs first), on
- * SQLite and on PostgreSQL.
+ * against both strategies: `layerLocal` here, and the run store's row-backed
+ * `SqlConsensus` on SQLite and on PostgreSQL in the run store's tests (whose
+ * suites create the runs first).
  */
 import { DurableWriter } from "@baton/database/DurableWriter"
 import * as Consensus from "@baton/journal/Consensus"

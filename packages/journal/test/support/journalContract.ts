@@ -1,7 +1,9 @@
 /**
  * Journal acceptance checks written once and run on SQLite (in-memory) and
  * PostgreSQL (a fresh schema per test). `makeLayer` builds the journal stack:
- * Journal, Consensus (SqlConsensus), DurableWriter, SqlClient.
+ * Journal, Consensus, DurableWriter, SqlClient. The journal's own suites fence
+ * through `Consensus.layerLocal`; the run store's run the same checks over its
+ * row-backed `SqlConsensus`, creating the run rows first (`prepare`).
  */
 import { DurableWriter } from "@baton/database/DurableWriter"
 import { Consensus } from "@baton/journal/Consensus"
@@ -17,7 +19,11 @@ type Env = Journal.Journal | Consensus | DurableWriter | SqlClient.SqlClient
 export const journalContract = (
   name: string,
   makeLayer: (options?: SqlJournalOptions) => Layer.Layer<Env, unknown>,
-  timeout?: number
+  settings: {
+    readonly timeout?: number
+    /** Runs before each test, e.g. to create the run `r` a row-backed strategy needs. */
+    readonly prepare?: Effect.Effect<void, unknown, Env>
+  } = {}
 ) =>
   describe(`Journal contract: ${name}`, () => {
     const test = (
@@ -29,9 +35,10 @@ export const journalContract = (
         title,
         () =>
           Effect.gen(function*() {
+            if (settings.prepare !== undefined) yield* settings.prepare
             yield* body(yield* Journal.Journal)
           }).pipe(Effect.provide(makeLayer(options)), Effect.scoped) as Effect.Effect<void, unknown>,
-        timeout
+        settings.timeout
       )
 
     test("check 1: unfenced appends get seqs 0, 1 and page back in order", (journal) =>

@@ -1,7 +1,8 @@
 /**
  * Several "hosts" on one PostgreSQL schema: each host is its own pool
- * (`PgDatabase.layer`), journal and SqlConsensus. The first host creates the
- * schema (`TestDatabase.layerPostgres`, dropped when the scope closes).
+ * (`PgDatabase.layer`), journal and in-memory `Consensus` (so hosts share no
+ * leases: for unfenced traffic). The first host creates the schema
+ * (`TestDatabase.layerPostgres`, dropped when the scope closes).
  */
 import type { DurableWriter } from "@baton/database/DurableWriter"
 import * as PgDatabase from "@baton/database/PgDatabase"

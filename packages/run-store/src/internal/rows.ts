@@ -148,3 +148,7 @@ export const ownerIs = (sql: SqlClient.SqlClient, owner: OwnerIdType): Fragment 
 export const claimIs = (sql: SqlClient.SqlClient, claimant: OwnerIdType, claimedAtMs: number): Fragment =>
   sql`claim_host_id = ${claimant.hostId} AND claim_pid = ${claimant.pid} AND claim_nonce = ${claimant.nonce}
     AND claimed_at_ms = ${claimedAtMs}`
+
+/** SQL predicate: the claim columns name `claimant` (any token). */
+export const claimOwnerIs = (sql: SqlClient.SqlClient, claimant: OwnerIdType): Fragment =>
+  sql`claim_host_id = ${claimant.hostId} AND claim_pid = ${claimant.pid} AND claim_nonce = ${claimant.nonce}`

@@ -5,7 +5,8 @@ import * as Consensus from "@baton/journal/Consensus"
 import * as RunStore from "@baton/run-store/RunStore"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { expect, it } from "@effect/vitest"
-import { Effect, Layer, TestClock } from "effect"
+import * as Journal from "@baton/journal/Journal"
+import { Chunk, Effect, Layer, Queue, TestClock } from "effect"
 import { A, B, C, ev, factEntries, facts, type MakeStack, ownedRun, pending, running } from "../support/stack.js"
 
 export const claimsSuite = (makeStack: MakeStack) => {
@@ -251,4 +252,46 @@ export const claimsSuite = (makeStack: MakeStack) => {
         activate: () => Effect.succeed({ _tag: "Lost" } as const)
       }))
     )))))
+
+  it.effect("a move's facts reach journal subscribers once it commits; a lost move states none", () =>
+    run(Effect.scoped(Effect.gen(function*() {
+      const store = yield* RunStore.RunStore
+      const journal = yield* Journal.Journal
+      const changes = yield* journal.changes
+      yield* store.create("r", "{}")
+      expect(yield* store.claimAndOwn("r", pending, A, 0)).toEqual({ _tag: "Activated" })
+      expect(yield* store.claimAndOwn("r", pending, B, 0)).toEqual({ _tag: "HeartbeatFresh" })
+      expect(yield* store.transitionOwned("r", A, "completed")).toEqual({ _tag: "Transitioned" })
+      const published = Chunk.toReadonlyArray(yield* Queue.takeAll(changes))
+      expect(published.map((e) => [e.eventType, e.seq, e.sourceSeq])).toEqual([
+        ["flows.consensus.claimed", 0, 0],
+        ["flows.consensus.activated", 1, 1],
+        ["flows.consensus.released", 2, 2]
+      ])
+      const stored = yield* factEntries("r")
+      expect(stored.map((e) => [e.eventId, e.payload])).toEqual(published.map((e) => [e.eventId, e.payload]))
+    }))))
+
+  it.effect("moves racing on one run keep its fact stream dense: every seq and source_seq once, in order", () =>
+    run(Effect.gen(function*() {
+      const store = yield* RunStore.RunStore
+      yield* store.create("r", "{}")
+      const owners = [A, B, C]
+      let wins = 0
+      // Each round every owner races to own the run; the winner lets it go again. Under PostgreSQL the
+      // racers hold different connections, so a move waits on the row lock another move holds.
+      for (let round = 0; round < 8; round++) {
+        const outcomes = yield* Effect.all(owners.map((o) => store.claimAndOwn("r", (round === 0 ? pending : { status: "suspended", owner: null, heartbeatAtMs: null }), o, round)), {
+          concurrency: "unbounded"
+        })
+        const winner = outcomes.findIndex((o) => o._tag === "Activated")
+        expect(outcomes.filter((o) => o._tag === "Activated").length).toBe(1)
+        wins++
+        expect(yield* store.transitionOwned("r", owners[winner]!, "suspended")).toEqual({ _tag: "Transitioned" })
+      }
+      const entries = yield* factEntries("r")
+      expect(entries.length).toBe(wins * 3)
+      expect(entries.map((e) => e.seq)).toEqual(entries.map((_, i) => i))
+      expect(entries.map((e) => e.sourceSeq)).toEqual(entries.map((_, i) => i))
+    })))
 }

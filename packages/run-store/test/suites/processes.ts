@@ -1,9 +1,11 @@
 /**
  * Checks 37–39 (and 41–42): run-store hosts in separate OS processes on one
- * database, with injected wall clocks the parent controls.
+ * database, with injected wall clocks the parent controls. Also the journal's
+ * checks 30–31 over this package's `SqlConsensus`: the strategy and the
+ * journal's fenced appends, driven directly (no store), across processes.
  */
 import { expect, it } from "@effect/vitest"
-import { spawnWorker, type Worker } from "../support/worker.js"
+import { spawnWorker, type Worker, type WorkerError } from "../support/worker.js"
 
 /** Where workers connect: the fixture arguments for one fresh database, and its teardown. */
 export interface Target {
@@ -186,6 +188,70 @@ export const processSuite = (makeTarget: () => Promise<Target>, races: number) =
         { type: "stolen", payload: { runId, owner: B, grantedAtMs: 31_001 } },
         { type: "activated", payload: { runId, owner: B, grantedAtMs: 31_001 } }
       ])
+    })
+  })
+
+  it("journal check 30: two processes racing Consensus.claim on 200 runs: exactly one Granted per run, never an error", async () => {
+    await withWorkers(makeTarget, 2, async ([a, b]) => {
+      const runIds = Array.from({ length: 200 }, (_, i) => `run-${i}`)
+      await a!.call("createMany", { runIds })
+      const [first, second] = await Promise.all([
+        a!.call<Array<string>>("consensusClaimEach", { runIds, owner: { hostId: "proc-1", pid: a!.pid, nonce: "a" } }),
+        b!.call<Array<string>>("consensusClaimEach", { runIds, owner: { hostId: "proc-2", pid: b!.pid, nonce: "b" } })
+      ])
+      // The row's claim names the reported winner, read back through either process.
+      const claims = await b!.call<Array<string | null>>("claimsOf", { runIds })
+      for (let i = 0; i < runIds.length; i++) {
+        expect([first![i], second![i]].sort(), runIds[i]).toEqual(["Granted", "Rejected:already_claimed"])
+        expect(claims[i], runIds[i]).toBe(first![i] === "Granted" ? "proc-1" : "proc-2")
+      }
+    })
+  })
+
+  it("journal check 31: no zombie append across processes: the owner's accepted entries precede the thief's marker", async () => {
+    await withWorkers(makeTarget, 2, async ([owner, thief]) => {
+      const A = { hostId: "host-a", pid: owner!.pid, nonce: "a" }
+      const B = { hostId: "host-b", pid: thief!.pid, nonce: "b" }
+      const stale = 30_001
+      await owner!.call("create", { runId: "r" })
+      expect(await owner!.call("consensusOwn", { runId: "r", owner: A, nowMs: 0 })).toEqual({ _tag: "Activated" })
+      const append = (i: number) => owner!.call<{ seq: number }>("emitDurable", { runId: "r", sourceId: "owner", owner: A, payload: { i } })
+      // The owner appends back to back; once 21 entries are in, the thief steals while the appends go on.
+      const accepted: Array<number> = []
+      let marker: Promise<{ seq: number }> | undefined
+      let thiefFailure: unknown
+      let fenced: string | undefined
+      while (fenced === undefined) {
+        if (thiefFailure !== undefined) throw thiefFailure
+        try {
+          accepted.push((await append(accepted.length)).seq)
+        } catch (error) {
+          fenced = (error as WorkerError).detail?.code ?? String(error)
+        }
+        if (accepted.length === 21 && marker === undefined) {
+          marker = thief!.call<{ seq: number }>("stealWithMarker", {
+            runId: "r",
+            sourceId: "thief",
+            thief: B,
+            nowMs: stale,
+            evidence: { expectedOwner: A, checkedAtMs: stale, kind: "cross-host-unreachable-stale" }
+          })
+          marker.catch((error) => (thiefFailure = error))
+        }
+      }
+      expect(fenced).toBe("fence_lost")
+      const markerSeq = (await marker!).seq
+      expect(accepted.length).toBeGreaterThanOrEqual(21)
+      expect(Math.max(...accepted)).toBeLessThan(markerSeq)
+      const after: Array<string> = []
+      for (let k = 0; k < 3; k++) {
+        after.push(await append(k).then(() => "accepted", (error: WorkerError) => error.detail?.code))
+      }
+      expect(after).toEqual(["fence_lost", "fence_lost", "fence_lost"])
+      const stored = await thief!.call<Array<{ seq: number; sourceId: string }>>("journalEntries", { runId: "r" })
+      expect(stored.map((e) => e.seq)).toEqual(Array.from({ length: stored.length }, (_, i) => i))
+      expect(stored.filter((e) => e.sourceId === "owner").length).toBe(accepted.length)
+      expect(stored[stored.length - 1]).toEqual({ seq: markerSeq, sourceId: "thief" })
     })
   })
 }

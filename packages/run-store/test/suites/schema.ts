@@ -89,13 +89,16 @@ export const schemaSuite = (makeDatabase: () => Database, rawDelete: RawDelete) 
         { id: 1003, namespace: "run-store", name: "execution_revisions" },
         { id: 1004, namespace: "run-store", name: "waiting_request" },
         { id: 1005, namespace: "run-store", name: "row_leases" },
-        { id: 1006, namespace: "run-store", name: "commit_feeds" }
+        { id: 1006, namespace: "run-store", name: "commit_feeds" },
+        { id: 1007, namespace: "run-store", name: "drop_consensus_leases" }
       ])
       expect(yield* Migrations.run).toEqual([])
       const tables = yield* Dialect.tables(sql)
       for (const t of ["flows_runs", "flows_attempts", "flows_run_counter", "flows_run_source", "flows_run_changes"]) {
         expect(tables).toContain(t)
       }
+      // The journal's set created its old lease table first; the run row is the only lease record left.
+      expect(tables).not.toContain("flows_consensus_leases")
       const idx = yield* indexes(sql)
       for (
         const i of [
@@ -155,7 +158,7 @@ export const schemaSuite = (makeDatabase: () => Database, rawDelete: RawDelete) 
         VALUES (1, 'a', 'pending', 1, '{}'), (2, 'b', 'pending', 2, '{}')`
       yield* sql`UPDATE flows_run_counter SET last_row_seq = 2`
       const upgraded = yield* DatabaseMigrations.run([JournalMigrations.set, Migrations.set])
-      expect(upgraded.map((m) => m.id)).toEqual([1003, 1004, 1005, 1006])
+      expect(upgraded.map((m) => m.id)).toEqual([1003, 1004, 1005, 1006, 1007])
       expect(yield* changes(sql)).toEqual({ a: [1, 0], b: [2, 0] })
       const first = (yield* source(sql))!
       expect(yield* head(sql)).toBe(2)
@@ -216,7 +219,11 @@ export const schemaSuite = (makeDatabase: () => Database, rawDelete: RawDelete) 
       yield* sql`INSERT INTO flows_consensus_leases (run_id, owner_host_id, owner_pid, owner_nonce, granted_at_ms,
         heartbeat_at_ms) VALUES ('leased', ${A.hostId}, ${A.pid}, ${A.nonce}, 7, 9)`
       const revision = yield* head(sql)
-      expect((yield* DatabaseMigrations.run([JournalMigrations.set, Migrations.set])).map((m) => m.id)).toEqual([1005, 1006])
+      expect((yield* DatabaseMigrations.run([JournalMigrations.set, Migrations.set])).map((m) => m.id)).toEqual([
+        1005,
+        1006,
+        1007
+      ])
       const generations = yield* sql<{ run_id: string; granted_at_ms: unknown }>`SELECT run_id, granted_at_ms
         FROM flows_runs ORDER BY run_id`
       expect(generations.map((g) => [g.run_id, g.granted_at_ms === null ? null : Number(g.granted_at_ms)])).toEqual([
@@ -225,9 +232,63 @@ export const schemaSuite = (makeDatabase: () => Database, rawDelete: RawDelete) 
         ["unleased", 4]
       ])
       expect(yield* head(sql)).toBe(revision)
+      expect(yield* Dialect.tables(sql)).not.toContain("flows_consensus_leases")
       // The moved owner still owns its run through the row strategy: its fenced transition lands.
       const store = yield* RunStore.RunStore
       expect(yield* store.heartbeat("leased", A, 10)).toEqual({ _tag: "Updated", heartbeatAtMs: 10 })
       expect(yield* store.transitionOwned("leased", A, "completed")).toEqual({ _tag: "Transitioned" })
+    }).pipe(Effect.provide(Layer.provideMerge(storeOn, makeDatabase()))))
+
+  it.effect("0007 gives a running row the generation only its lease row recorded, then drops the table, changing no revision", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const upTo0006: DatabaseMigrations.MigrationSet = {
+        ...Migrations.set,
+        migrations: Object.fromEntries(Object.entries(Migrations.set.migrations).filter(([k]) => k < "0007"))
+      }
+      yield* DatabaseMigrations.run([JournalMigrations.set, upTo0006])
+      // Owners a host older than 0005 activated after 0005 ran: through the lease table, mirrored onto
+      // the row without a generation. One has its lease row, one has none; a third came through 0005.
+      yield* sql`INSERT INTO flows_runs (row_seq, run_id, status, created_at_ms, started_at_ms, owner_host_id, owner_pid,
+        owner_nonce, heartbeat_at_ms, state_json) VALUES
+        (1, 'leased', 'running', 0, 3, ${A.hostId}, ${A.pid}, ${A.nonce}, 9, '{}'),
+        (2, 'unleased', 'running', 0, 4, ${A.hostId}, ${A.pid}, ${A.nonce}, 9, '{}')`
+      yield* sql`INSERT INTO flows_runs (row_seq, run_id, status, created_at_ms, started_at_ms, owner_host_id, owner_pid,
+        owner_nonce, granted_at_ms, heartbeat_at_ms, state_json) VALUES
+        (3, 'current', 'running', 0, 5, ${A.hostId}, ${A.pid}, ${A.nonce}, 6, 9, '{}')`
+      yield* sql`INSERT INTO flows_consensus_leases (run_id, owner_host_id, owner_pid, owner_nonce, granted_at_ms,
+        heartbeat_at_ms) VALUES ('leased', ${A.hostId}, ${A.pid}, ${A.nonce}, 7, 9),
+        ('current', ${A.hostId}, ${A.pid}, ${A.nonce}, 1, 9)`
+      const revision = yield* head(sql)
+      const before = yield* changes(sql)
+      expect((yield* DatabaseMigrations.run([JournalMigrations.set, Migrations.set])).map((m) => m.id)).toEqual([1007])
+      const generations = yield* sql<{ run_id: string; granted_at_ms: unknown }>`SELECT run_id, granted_at_ms
+        FROM flows_runs ORDER BY run_id`
+      // A generation already on the row wins over a stale lease row.
+      expect(generations.map((g) => [g.run_id, Number(g.granted_at_ms)])).toEqual([
+        ["current", 6],
+        ["leased", 7],
+        ["unleased", 4]
+      ])
+      expect(yield* head(sql)).toBe(revision)
+      expect(yield* changes(sql)).toEqual(before)
+      expect(yield* Dialect.tables(sql)).not.toContain("flows_consensus_leases")
+      // The trigger is back: the next change of a run records a revision again.
+      const store = yield* RunStore.RunStore
+      expect(yield* store.heartbeat("leased", A, 10)).toEqual({ _tag: "Updated", heartbeatAtMs: 10 })
+      expect(yield* store.transitionOwned("leased", A, "completed")).toEqual({ _tag: "Transitioned" })
+      expect(yield* head(sql)).toBe(revision + 1)
+      const columns = (yield* Dialect.columns(sql, "flows_runs")).filter((c) => c !== "heartbeat_at_ms")
+      expect([...(yield* triggerColumns(sql))].sort()).toEqual([...columns].sort())
+    }).pipe(Effect.provide(Layer.provideMerge(storeOn, makeDatabase()))))
+
+  it.effect("0007 on a database migrated without the journal's set (no lease table) applies and changes nothing", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      expect((yield* Migrations.run).map((m) => m.id)).toEqual([1001, 1002, 1003, 1004, 1005, 1006, 1007])
+      expect(yield* Dialect.tables(sql)).not.toContain("flows_consensus_leases")
+      const store = yield* RunStore.RunStore
+      yield* store.create("r", "{}")
+      expect(yield* store.claimAndOwn("r", pending, A, 0)).toEqual({ _tag: "Activated" })
     }).pipe(Effect.provide(Layer.provideMerge(storeOn, makeDatabase()))))
 }

@@ -1,7 +1,9 @@
 /**
- * The claim family (§10.7–10.11, 10.14): claim, claimAndOwn, activate,
- * abandonClaim, recoverClaim and steal. Each decides from the locked row,
- * asks the strategy, mirrors the answer and appends the facts last.
+ * The claim family: claim, claimAndOwn, activate, abandonClaim, recoverClaim
+ * and steal. Each is one move (`move.ts`): its rule is the `WHERE` of one
+ * conditional update, a loss is named from the row the move found. Over a
+ * strategy other than the row's, the strategy is asked from the locked row as
+ * before (`legacy`).
  */
 import * as Consensus from "@baton/journal/Consensus"
 import { Clock, Effect, Metric, Option } from "effect"
@@ -9,6 +11,7 @@ import * as RunStoreMetrics from "../../RunStoreMetrics.js"
 import * as Admission from "../Admission.js"
 import * as Boundary from "../Boundary.js"
 import * as Companion from "../Companion.js"
+import * as Errors from "../errors.js"
 import type {
   ActivateOutcome,
   ClaimAndOwnOutcome,
@@ -22,25 +25,21 @@ import type {
 } from "../model.js"
 import * as Rows from "../rows.js"
 import { admit, admitReading, leaseWrite, lockRow, operation, readRow, type StoreContext, write } from "./context.js"
+import * as Move from "./move.js"
+import * as RowMoves from "./rowMoves.js"
 
 const op = (name: string) => ({ base: Metric.tagged(RunStoreMetrics.claims, "op", name) })
 
 const setClaim = (ctx: StoreContext, runId: string, claimant: OwnerIdType, claimedAtMs: number) =>
-  ctx.sql`UPDATE flows_runs SET claim_host_id = ${claimant.hostId}, claim_pid = ${claimant.pid},
-    claim_nonce = ${claimant.nonce}, claimed_at_ms = ${claimedAtMs} WHERE run_id = ${runId}`
+  ctx.sql`UPDATE flows_runs SET ${Move.setClaim(ctx, claimant, claimedAtMs)} WHERE run_id = ${runId}`
 
 const clearClaim = (ctx: StoreContext, runId: string, claimant: OwnerIdType, claimedAtMs: number) =>
-  ctx.sql<{ readonly run_id: string }>`UPDATE flows_runs SET claim_host_id = NULL, claim_pid = NULL,
-    claim_nonce = NULL, claimed_at_ms = NULL
+  ctx.sql<{ readonly run_id: string }>`UPDATE flows_runs SET ${Move.clearClaim(ctx)}
     WHERE run_id = ${runId} AND ${Rows.claimIs(ctx.sql, claimant, claimedAtMs)} RETURNING run_id`
 
 /** Installs `owner` with generation `grantedAtMs` on the row (claim columns cleared): the activation. */
 const installOwner = (ctx: StoreContext, runId: string, owner: OwnerIdType, atMs: number, grantedAtMs: number) =>
-  ctx.sql`UPDATE flows_runs SET status = 'running', started_at_ms = COALESCE(started_at_ms, ${atMs}),
-    finished_at_ms = NULL, owner_host_id = ${owner.hostId}, owner_pid = ${owner.pid},
-    owner_nonce = ${owner.nonce}, granted_at_ms = ${grantedAtMs}, heartbeat_at_ms = ${atMs},
-    claim_host_id = NULL, claim_pid = NULL, claim_nonce = NULL, claimed_at_ms = NULL
-    WHERE run_id = ${runId}`
+  ctx.sql`UPDATE flows_runs SET ${Move.installOwner(ctx, owner, atMs, grantedAtMs)} WHERE run_id = ${runId}`
 
 const nowMsOf = (method: string, value: unknown) => admit(method, Boundary.safeNonNegative("nowMs", value))
 
@@ -60,6 +59,7 @@ export const make = (ctx: StoreContext): Pick<
         const check = { method: "claim", runId: id, nowMs: now }
         yield* admitReading(ctx, check)
         yield* Effect.annotateCurrentSpan({ runId: id, claimantHostId: who.hostId })
+        if (ctx.rowLeases) return yield* RowMoves.claim(ctx, check, snapshot, who)
         return yield* leaseWrite(
           ctx,
           check,
@@ -117,6 +117,13 @@ export const make = (ctx: StoreContext): Pick<
             )
           })
           : undefined
+        if (ctx.rowLeases) {
+          const early = preCheck === undefined
+            ? Option.none()
+            : yield* Effect.mapError(preCheck, (error) => Errors.fromFailure("claimAndOwn", error))
+          if (Option.isSome(early)) return early.value
+          return yield* RowMoves.claimAndOwn(ctx, check, snapshot, who, proof)
+        }
         return yield* leaseWrite(
           ctx,
           check,
@@ -186,6 +193,7 @@ export const make = (ctx: StoreContext): Pick<
           extra: { claimedAtMs: token }
         }
         yield* admitReading(ctx, check)
+        if (ctx.rowLeases) return yield* RowMoves.activate(ctx, check, snapshot, who, token)
         return yield* leaseWrite(
           ctx,
           check,
@@ -222,6 +230,7 @@ export const make = (ctx: StoreContext): Pick<
         const who = yield* admit("abandonClaim", Admission.owner("claimant", claimant))
         const token = yield* admit("abandonClaim", Boundary.safeNonNegative("claimedAtMs", claimedAtMs))
         yield* Effect.annotateCurrentSpan({ runId: id, claimantHostId: who.hostId })
+        if (ctx.rowLeases) return yield* RowMoves.abandonClaim(ctx, id, who, token)
         return yield* write(
           ctx,
           "abandonClaim",
@@ -264,6 +273,11 @@ export const make = (ctx: StoreContext): Pick<
             ? Option.none()
             : Option.some<RecoverClaimOutcome>({ _tag: "LivenessUnconfirmed" })
         )
+        if (ctx.rowLeases) {
+          const early = yield* preCheck
+          if (Option.isSome(early)) return early.value
+          return yield* RowMoves.recoverClaim(ctx, check, stale, token)
+        }
         return yield* leaseWrite(
           ctx,
           check,
@@ -310,6 +324,16 @@ export const make = (ctx: StoreContext): Pick<
         const preCheck = Effect.succeed(
           matched ? Option.none() : Option.some<StealOutcome>({ _tag: "LivenessUnconfirmed" })
         )
+        if (ctx.rowLeases) {
+          const early = yield* preCheck
+          if (Option.isSome(early)) return early.value
+          // The strategy's own check of the evidence: a refusal writes nothing and is named from the row.
+          if (!Consensus.stealEvidenceValid(who, now, proof)) {
+            const row = yield* Effect.mapError(readRow(ctx, "steal", id), (error) => Errors.fromFailure("steal", error))
+            return Rows.classify(row, now) as StealOutcome
+          }
+          return yield* RowMoves.steal(ctx, check, snapshot, who)
+        }
         return yield* leaseWrite(
           ctx,
           check,

@@ -34,6 +34,7 @@ import {
   type StoreContext,
   write
 } from "./context.js"
+import * as RowMoves from "./rowMoves.js"
 
 export const make = (ctx: StoreContext): Pick<Service, "heartbeat" | "reconfirm" | "transitionOwned"> => {
   /**
@@ -137,6 +138,7 @@ export const make = (ctx: StoreContext): Pick<Service, "heartbeat" | "reconfirm"
         const predicate = yield* admit("transitionOwned", Admission.guard(guard))
         yield* Effect.annotateCurrentSpan({ runId: id, ownerHostId: who.hostId, to: target })
         const transitionedAtMs = Math.floor(yield* Clock.currentTimeMillis)
+        if (ctx.rowLeases) return yield* RowMoves.transitionOwned(ctx, id, who, target, state, predicate, transitionedAtMs)
         return yield* write(
           ctx,
           "transitionOwned",
