@@ -1,7 +1,8 @@
 /**
  * `pnpm bench`: run every `scripts/bench/*.ts` in sequence, each in its own process
  * (tsx, with the workspace's source paths), printing its results as it goes.
- * Usage: `pnpm bench [-- <name> ...]` to run only the named benchmarks (e.g. `database`).
+ * Usage: `pnpm bench [-- <name> ...]` to run only the named benchmarks (e.g. `database`);
+ * options (`--json`) are passed to every benchmark run.
  * Exits non-zero if any benchmark failed.
  */
 import { spawn } from "node:child_process"
@@ -11,7 +12,9 @@ import { fileURLToPath } from "node:url"
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..")
 const benchDir = path.join(repoRoot, "scripts", "bench")
-const only = process.argv.slice(2).filter((arg) => arg !== "--")
+const args = process.argv.slice(2).filter((arg) => arg !== "--")
+const only = args.filter((arg) => !arg.startsWith("--"))
+const flags = args.filter((arg) => arg.startsWith("--"))
 
 const files = fs
   .readdirSync(benchDir)
@@ -21,7 +24,7 @@ const files = fs
 
 const run = (file: string): Promise<number> =>
   new Promise((resolve) => {
-    const child = spawn(process.execPath, ["--import", "tsx", path.join(benchDir, file)], {
+    const child = spawn(process.execPath, ["--import", "tsx", path.join(benchDir, file), ...flags], {
       cwd: repoRoot,
       stdio: "inherit",
       env: { ...process.env, TSX_TSCONFIG_PATH: path.join(repoRoot, "tsconfig.base.json") }

@@ -8,8 +8,15 @@
  * expected: writers of different runs share no row). Each measurement
  * runs in its own process (`packages/run-store/test/fixtures/bench-lifecycle.ts`).
  * Last, it counts at the driver the statements, transactions and PostgreSQL round trips of
- * each lifecycle operation (`scripts/lib/count-lifecycle.ts`), after the timed parts.
- * PostgreSQL runs when `BATON_BENCH_PG_URL` or `BATON_TEST_PG_URL` is set.
+ * each lifecycle operation (`scripts/lib/count-lifecycle.ts`), after the timed parts, and runs one
+ * host owning 10,000 running runs on one heartbeat pulse for 12 s of real time on each dialect
+ * (`scripts/lib/pulse-heartbeats.ts`): heartbeat statements per second, the process's CPU share of
+ * one core, and the oldest lease stamp seen (`BATON_BENCH_PULSE_RUNS`, `BATON_BENCH_PULSE_SECONDS`;
+ * `BATON_BENCH_ONLY=heartbeats` runs this part alone).
+ * PostgreSQL runs when `BATON_BENCH_PG_URL` or `BATON_TEST_PG_URL` is set. With `--json` the
+ * last line is one JSON object of the figures collected (`heartbeats`: `ownedRuns`,
+ * `statementsPerS`, `cpuShare`, PostgreSQL's when it ran, else SQLite's; per dialect under
+ * `heartbeatsByDialect`).
  */
 import { execFileSync, spawn } from "node:child_process"
 import { randomBytes } from "node:crypto"
@@ -151,6 +158,80 @@ const HEARTBEATS = Number(process.env["BATON_BENCH_HEARTBEATS"] ?? 4000)
 /** Timed creates per measurement (spread over the connections). */
 const CREATES = Number(process.env["BATON_BENCH_CREATES"] ?? 2000)
 
+/** The figures the final `--json` line reports. */
+const figures: Record<string, unknown> = {}
+
+interface PulseResult {
+  readonly dialect: string
+  readonly ownedRuns: number
+  readonly windowMs: number
+  readonly statementsPerS: number
+  readonly transactionsPerS: number
+  readonly roundTripsPerS?: number
+  readonly cpuShare: number
+  readonly maxAgeMs: number
+  readonly staleAfterMs: number
+  readonly fresh: boolean
+  readonly ended: number
+}
+const PULSE_RUNS = Number(process.env["BATON_BENCH_PULSE_RUNS"] ?? 10_000)
+const PULSE_SECONDS = Number(process.env["BATON_BENCH_PULSE_SECONDS"] ?? 12)
+const pulseScript = path.join(repoRoot, "scripts/lib/pulse-heartbeats.ts")
+const pulse = (target: ReadonlyArray<string>): PulseResult => {
+  const out = execFileSync(process.execPath, ["--import", "tsx", pulseScript, ...target, String(PULSE_RUNS), String(PULSE_SECONDS)], {
+    cwd: repoRoot,
+    env: { ...env, PGOPTIONS: "--client-min-messages=warning" },
+    encoding: "utf8"
+  })
+  return JSON.parse(out.split("\n").find((l) => l.startsWith("{"))!)
+}
+/**
+ * One host owning `PULSE_RUNS` running runs renewed by one heartbeat pulse, on SQLite and (when
+ * configured) PostgreSQL: heartbeat statements per second (goal ≤ 11 for 10,000 runs), the
+ * process's CPU share of one core (goal < 5 %), and whether every lease stayed fresh.
+ */
+const pulseHeartbeats = () => {
+  const byDialect: Record<string, Omit<PulseResult, "dialect">> = {}
+  const report = (label: string, r: PulseResult) => {
+    const { dialect, ...rest } = r
+    byDialect[dialect] = rest
+    row(
+      `${label} heartbeat statements, one host owning ${r.ownedRuns} runs on one pulse`,
+      r.statementsPerS,
+      `CPU ${(r.cpuShare * 100).toFixed(1)}% of one core; oldest stamp ${r.maxAgeMs} ms (stale after ${r.staleAfterMs} ms)${
+        r.roundTripsPerS === undefined ? "" : `; ${fmt(r.roundTripsPerS)} round trips/s with the sampler's`
+      }; ${r.fresh ? "every lease fresh" : `NOT FRESH (${r.ended} loops ended)`}`
+    )
+  }
+  const pulseDir = fs.mkdtempSync(path.join(os.tmpdir(), "run-store-pulse-"))
+  try {
+    report("SQLite", pulse(["sqlite", path.join(pulseDir, "pulse.db")]))
+  } finally {
+    fs.rmSync(pulseDir, { recursive: true, force: true })
+  }
+  if (pgUrl !== undefined) {
+    const pulseSchema = `bench_${randomBytes(8).toString("hex")}`
+    execFileSync("psql", [pgUrl, "-qc", `CREATE SCHEMA ${pulseSchema}`], { env: quiet })
+    try {
+      report("PostgreSQL", pulse(["pg", pgUrl, pulseSchema]))
+    } finally {
+      execFileSync("psql", [pgUrl, "-qc", `DROP SCHEMA ${pulseSchema} CASCADE`], { env: quiet })
+    }
+  }
+  const main = byDialect["pg"] ?? byDialect["sqlite"]!
+  figures["heartbeats"] = { ownedRuns: main.ownedRuns, statementsPerS: main.statementsPerS, cpuShare: main.cpuShare }
+  figures["heartbeatsByDialect"] = byDialect
+}
+const printJson = () => {
+  if (process.argv.includes("--json")) process.stdout.write(JSON.stringify(figures) + "\n")
+}
+
+if (process.env["BATON_BENCH_ONLY"] === "heartbeats") {
+  pulseHeartbeats()
+  printJson()
+  process.exit(0)
+}
+
 // SQLite: one process through the stores versus the raw floor, then 4 processes.
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), "run-store-bench-"))
 const file = path.join(dir, "runs.db")
@@ -254,6 +335,8 @@ if (pgUrl !== undefined) {
   process.stdout.write("PostgreSQL skipped: set BATON_BENCH_PG_URL or BATON_TEST_PG_URL\n")
 }
 
+pulseHeartbeats()
+
 process.stdout.write("\n| Measurement | per second | ratio |\n| --- | ---: | ---: |\n")
 for (const [what, value, ratio] of rows) process.stdout.write(`| ${what} | ${value} | ${ratio} |\n`)
 
@@ -277,3 +360,5 @@ for (const [dialect, c] of counted) {
       `${sum(c, "transactions")} | ${dialect === "SQLite" ? "-" : sum(c, "roundTrips")} |\n`
   )
 }
+
+printJson()

@@ -65,10 +65,23 @@ export const statementsIn = (text: string, parameterised: boolean): ReadonlyArra
   return parts
 }
 
+const patterns: Array<{ readonly pattern: RegExp; count: number }> = []
+
+/**
+ * Counts, from now on, the statements whose text matches `pattern` (e.g. one kind of write
+ * among the others a process sends); the returned function reads the count.
+ */
+export const matching = (pattern: RegExp): (() => number) => {
+  const entry = { pattern, count: 0 }
+  patterns.push(entry)
+  return () => entry.count
+}
+
 const record = (text: string, parameterised: boolean) => {
   for (const statement of statementsIn(text, parameterised)) {
     totals.statements++
     if (/^\s*BEGIN\b/i.test(statement)) totals.transactions++
+    for (const entry of patterns) if (entry.pattern.test(statement)) entry.count++
   }
 }
 

@@ -8,6 +8,7 @@ import type * as Journal from "@baton/journal/Journal"
 import * as RunStore from "@baton/run-store/RunStore"
 import { describe, expect, it } from "@effect/vitest"
 import type * as SqlClient from "@effect/sql/SqlClient"
+import * as Statement from "@effect/sql/Statement"
 import { Deferred, Effect, Fiber, Ref, type Scope, TestClock } from "effect"
 import * as Control from "../src/Control.js"
 import * as ControlExecutor from "../src/ControlExecutor.js"
@@ -85,6 +86,32 @@ describe("ControlExecutor.FiberHost", () => {
       expect(done.ownerId).toBeUndefined()
       expect(yield* eventTypes(runId)).toEqual(["control.run.accepted", "control.run.running"])
     })))
+
+  it.effect("the runs one host drives renew their leases with one heartbeat statement per interval", () => {
+    const statements: Array<string> = []
+    const heartbeats = () => statements.filter((text) => /^\s*UPDATE flows_runs\b[\s\S]*?\bSET heartbeat_at_ms\b/.test(text)).length
+    return provide(Statement.withTransformer(
+      Effect.gen(function*() {
+        const store = yield* RunStore.RunStore
+        const gate = yield* Deferred.make<void>()
+        const { control } = yield* hostWith(hostP, { F: () => Deferred.await(gate).pipe(Effect.as(1)) })
+        const runIds = [yield* launch(control, "a"), yield* launch(control, "b"), yield* launch(control, "c")]
+        const stamped = (atMs: number) =>
+          Effect.map(Effect.forEach(runIds, (runId) => store.get(runId)), (rows) => rows.every((row) => row.heartbeatAtMs === atMs))
+        const before = heartbeats()
+        for (const second of [1, 2]) {
+          yield* TestClock.adjust(1_000)
+          yield* eventually(stamped(second * 1_000), (done) => done)
+          expect(heartbeats() - before).toBe(second)
+        }
+        yield* Deferred.succeed(gate, undefined)
+      }),
+      (self) => {
+        statements.push(self.compile()[0])
+        return Effect.succeed(self)
+      }
+    ))
+  })
 
   it.effect("a flow without a body fails LaunchFailed and the run is failed", () =>
     provide(Effect.gen(function*() {

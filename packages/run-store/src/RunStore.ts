@@ -16,6 +16,7 @@ import type * as Consensus from "@baton/journal/Consensus"
 import type * as SqlClient from "@effect/sql/SqlClient"
 import { Context, Effect, Layer } from "effect"
 import * as model from "./internal/model.js"
+import * as Heartbeats from "./internal/store/heartbeats.js"
 import * as Store from "./internal/store/make.js"
 import * as SqlConsensus from "./SqlConsensus.js"
 
@@ -210,6 +211,23 @@ export type RecoverClaimOutcome = model.RecoverClaimOutcome
 export type HeartbeatOutcome = model.HeartbeatOutcome
 
 /**
+ * One lease for `heartbeatLeases`: the run and the owner (`{ hostId, pid, nonce }`) that holds it.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export type RunLease = model.RunLease
+
+/**
+ * Most runs one batched heartbeat statement renews (1,000): `heartbeatMany` and
+ * `heartbeatLeases` split longer lists into chunks of this size, one statement each.
+ *
+ * @since 0.2.0
+ * @category constants
+ */
+export const heartbeatChunkSize: number = Heartbeats.chunkSize
+
+/**
  * `transitionOwned`: `Transitioned`, `FenceLost`, `NotFound`, `GuardFailed`.
  *
  * @since 0.1.0
@@ -251,6 +269,20 @@ export const ownershipEventType: (transition: OwnershipTransition) => string = m
  * The run store's operations. Every method has no context requirement; an optional
  * `Journal` in the caller's context receives the ownership facts.
  *
+ * Batched heartbeats (`@since 0.2.0`): `heartbeatMany(owner, runIds, nowMs)` renews every
+ * listed run `owner` owns and answers a `ReadonlyMap` from each distinct run id to its
+ * `HeartbeatOutcome`; `heartbeatLeases(leases, nowMs)` renews runs held by different owners
+ * (a host's runs each carry the nonce of their own claim) and answers one outcome per lease, in
+ * order. Both follow `heartbeat`'s rules per run: `Updated { heartbeatAtMs }` with the stored
+ * (never lowered) stamp, `FenceLost` (another owner, not running, terminal) or `NotFound`; `nowMs`
+ * (epoch ms) is bounded by the reference clock like every lease reading (more than 10 s ahead
+ * fails `invalid_run` naming `nowMs`, nothing written). Over the row strategy each chunk of at
+ * most {@link heartbeatChunkSize} runs is one statement (PostgreSQL: one autocommit `UPDATE`;
+ * SQLite: one `BEGIN IMMEDIATE` transaction), and only runs it did not renew are read again, in
+ * one statement, to name their outcome; over any other strategy each run is its own `heartbeat`.
+ * Duplicate ids (or leases) are allowed and renewed once; an empty list sends nothing. Bad input
+ * fails `invalid_run` naming the field (`runIds[3]`, `leases[2].owner.pid`, `owner`, `nowMs`).
+ *
  * @since 0.1.0
  * @category models
  */
@@ -283,7 +315,8 @@ const noStore = (method: string) =>
 
 /**
  * A store for environments without persistence: reads and `create` fail
- * `persistence_failed`; compare-and-swap methods answer `NotFound`; `activate` and
+ * `persistence_failed`; compare-and-swap methods answer `NotFound` (the batched
+ * heartbeats `NotFound` for every run); `activate` and
  * `abandonClaim` answer `ClaimLost`; `acknowledgeCancel` answers `false`.
  *
  * @since 0.1.0
@@ -304,6 +337,12 @@ export const makeNoop = (overrides?: Partial<Service>): Service => {
     recoverClaim: () => notFound,
     heartbeat: () => notFound,
     reconfirm: () => notFound,
+    heartbeatMany: (_owner: model.OwnerIdType, runIds: ReadonlyArray<string>) =>
+      Effect.succeed(
+        new Map<string, model.HeartbeatOutcome>(Array.from(runIds, (runId) => [runId, { _tag: "NotFound" }]))
+      ),
+    heartbeatLeases: (leases: ReadonlyArray<model.RunLease>) =>
+      Effect.succeed(Array.from(leases, (): model.HeartbeatOutcome => ({ _tag: "NotFound" }))),
     transitionOwned: () => notFound,
     steal: () => notFound,
     activate: () => claimLost,

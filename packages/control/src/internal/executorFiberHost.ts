@@ -66,6 +66,8 @@ export const make = (
     const runtime = yield* ControlRuntime.ControlRuntime
     const store = yield* RunStore.RunStore
     const scope = yield* Scope.Scope
+    // One heartbeat statement per interval for every run this host drives, not one per run.
+    const pulse = yield* Heartbeat.makePulse
     const flows = new Map(Object.entries(options.flows))
     const pollIntervalMs = options.pollIntervalMs ?? 1000
     // Runs this host drives now (fence and body fiber) and runs it parked, so
@@ -164,7 +166,10 @@ export const make = (
         yield* runtime.registerFiber(runId, fiber)
         const owner = JSON.parse(fence) as Ownership.OwnerId
         const heartbeat = yield* Effect.forkIn(
-          Heartbeat.keepAlive(runId, owner, fiber).pipe(Effect.provideService(RunStore.RunStore, store)),
+          Heartbeat.keepAlive(runId, owner, fiber).pipe(
+            Effect.provideService(RunStore.RunStore, store),
+            Effect.provideService(Heartbeat.Pulse, pulse)
+          ),
           scope
         )
         yield* Effect.forkIn(

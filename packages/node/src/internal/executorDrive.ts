@@ -24,6 +24,8 @@ import type { DriveCause, EndReason, RunService } from "./executorTypes.js"
 export interface DriveEnv {
   readonly runtime: ControlRuntime.Service
   readonly runStore: RunStore.Service
+  /** The host's shared heartbeat: every drive's lease renews in the same statement. */
+  readonly pulse: Heartbeat.PulseService
   readonly attempts: AttemptStore.Service
   readonly journal: Journal.Service
   readonly sql: SqlClient.SqlClient
@@ -295,7 +297,8 @@ export const drive = (
           })
       }).pipe(
         Effect.tap(() => Effect.sync(() => markEnd(state, "lease-lost"))),
-        Effect.provideService(RunStore.RunStore, env.runStore)
+        Effect.provideService(RunStore.RunStore, env.runStore),
+        Effect.provideService(Heartbeat.Pulse, env.pulse)
       )
     )
     const exit = yield* Fiber.await(fiber)

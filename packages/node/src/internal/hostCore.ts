@@ -6,6 +6,7 @@ import type * as ControlRuntime from "@baton/control/ControlRuntime"
 import type * as Journal from "@baton/journal/Journal"
 import type * as OwnerId from "@baton/journal/OwnerId"
 import type * as AttemptStore from "@baton/run-store/AttemptStore"
+import * as Heartbeat from "@baton/run-store/Heartbeat"
 import type * as RunStore from "@baton/run-store/RunStore"
 import type * as SqlClient from "@effect/sql/SqlClient"
 import { Clock, Effect, Fiber, FiberSet, Option, PubSub, type Scope } from "effect"
@@ -70,6 +71,9 @@ export interface HostCore extends CoreOptions {
 export const make = (options: CoreOptions): Effect.Effect<HostCore, never, Scope.Scope> =>
   Effect.gen(function*() {
     const events = yield* PubSub.sliding<HostEvent>(1024)
+    // Made before the drives' fiber set, so it closes after them (finalizers run in reverse):
+    // drives still settling at shutdown keep their leases.
+    const pulse = yield* Heartbeat.makePulse
     const fibers = yield* FiberSet.make<DriveEnd>()
     const driven = new Map<string, Driven>()
     const publish = (event: HostEvent) => PubSub.publish(events, event).pipe(Effect.asVoid)
@@ -96,6 +100,7 @@ export const make = (options: CoreOptions): Effect.Effect<HostCore, never, Scope
           const env: DriveEnv = {
             runtime: options.runtime,
             runStore: options.runStore,
+            pulse,
             attempts: options.attempts,
             journal: options.journal,
             sql: options.sql,

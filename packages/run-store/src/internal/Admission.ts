@@ -9,6 +9,7 @@ import {
   type CreateOptions,
   isRunStatus,
   type OwnerIdType,
+  type RunLease,
   type RunSnapshot,
   type RunStatus,
   type TransitionGuard
@@ -38,6 +39,107 @@ export const owner = (field: string, value: unknown): Admitted<OwnerIdType> => {
   const nonce = Boundary.durableText(`${field}.nonce`, fields.value.nonce)
   if (isRefusal(nonce)) return nonce
   return ok(Object.freeze({ hostId: hostId.value, pid: pid.value, nonce: nonce.value }))
+}
+
+/**
+ * Reads `value` as a dense array without invoking accessors: its own `length` must be a data
+ * property holding an array length, and each element a data property (a Proxy or a getter is
+ * refused, not run). Yields the elements, or the refusal naming `field`.
+ */
+const denseArray = (field: string, value: unknown): Admitted<ReadonlyArray<unknown>> => {
+  try {
+    if (!Array.isArray(value)) return refuse(field, `${field} must be an array`)
+    const length = Reflect.getOwnPropertyDescriptor(value, "length")
+    if (
+      length === undefined || !("value" in length) || typeof length.value !== "number" ||
+      !Number.isSafeInteger(length.value) || length.value < 0
+    ) return refuse(field, `${field} must have a non-negative integer length`)
+    const items: Array<unknown> = []
+    for (let i = 0; i < length.value; i++) {
+      const item = Reflect.getOwnPropertyDescriptor(value, i)
+      if (item === undefined || !("value" in item)) return refuse(`${field}[${i}]`, `${field}[${i}] must be a data element`)
+      items.push(item.value)
+    }
+    return ok(items)
+  } catch {
+    return refuse(field, `${field} could not be inspected`)
+  }
+}
+
+/** `heartbeatMany`'s run ids: an array of durable texts (duplicates allowed); a frozen copy. */
+export const runIds = (value: unknown): Admitted<ReadonlyArray<string>> => {
+  const items = denseArray("runIds", value)
+  if (isRefusal(items)) return items
+  const ids: Array<string> = []
+  for (const [i, item] of items.value.entries()) {
+    const admitted = runId(item, `runIds[${i}]`)
+    if (isRefusal(admitted)) return admitted
+    ids.push(admitted.value)
+  }
+  return ok(Object.freeze(ids))
+}
+
+/** Leases this module built and froze itself: admitted once, accepted as they are afterwards. */
+const trusted = new WeakSet<RunLease>()
+
+/** One `{ runId, owner }` lease, named `field` in a refusal; a frozen copy. */
+export const lease = (field: string, value: unknown): Admitted<RunLease> => {
+  if (typeof value === "object" && value !== null && trusted.has(value as RunLease)) return ok(value as RunLease)
+  const fields = Boundary.record(field, value, ["runId", "owner"], true)
+  if (isRefusal(fields)) return fields
+  const id = runId(fields.value.runId, `${field}.runId`)
+  if (isRefusal(id)) return id
+  const who = owner(`${field}.owner`, fields.value.owner)
+  if (isRefusal(who)) return who
+  return ok(Object.freeze({ runId: id.value, owner: who.value }))
+}
+
+/**
+ * A lease admitted now and trusted from then on: a caller that sends the same leases again and
+ * again (the host pulse, every second) pays for their admission once.
+ */
+export const trustedLease = (value: unknown): Admitted<RunLease> => {
+  const admitted = lease("lease", value)
+  if (!isRefusal(admitted)) trusted.add(admitted.value)
+  return admitted
+}
+
+/** Frozen lists of distinct trusted leases, built by {@link trustedLeaseList}. */
+const trustedLists = new WeakSet<ReadonlyArray<RunLease>>()
+
+/**
+ * Freezes `list` (leases from {@link trustedLease}, no lease twice) and trusts it as a whole, so
+ * admitting it again costs one lookup instead of one per lease.
+ */
+export const trustedLeaseList = (list: Array<RunLease>): ReadonlyArray<RunLease> => {
+  const seen = new Map<string, Array<OwnerIdType>>()
+  for (const item of list) {
+    if (!trusted.has(item)) return list
+    const owners = seen.get(item.runId)
+    if (owners === undefined) seen.set(item.runId, [item.owner])
+    else if (owners.some((o) => o.hostId === item.owner.hostId && o.pid === item.owner.pid && o.nonce === item.owner.nonce)) return list
+    else owners.push(item.owner)
+  }
+  const frozen = Object.freeze(list)
+  trustedLists.add(frozen)
+  return frozen
+}
+
+/** Whether `list` is a trusted list: admitted, and no lease in it twice. */
+export const isDistinctLeaseList = (list: ReadonlyArray<RunLease>): boolean => trustedLists.has(list)
+
+/** `heartbeatLeases`' leases: an array of `{ runId, owner }` records (duplicates allowed); a frozen copy. */
+export const leases = (value: unknown): Admitted<ReadonlyArray<RunLease>> => {
+  if (Array.isArray(value) && trustedLists.has(value)) return ok(value)
+  const items = denseArray("leases", value)
+  if (isRefusal(items)) return items
+  const admitted: Array<RunLease> = []
+  for (const [i, item] of items.value.entries()) {
+    const one = lease(`leases[${i}]`, item)
+    if (isRefusal(one)) return one
+    admitted.push(one.value)
+  }
+  return ok(Object.freeze(admitted))
 }
 
 const evidenceKinds: ReadonlyArray<unknown> = ["same-host-pid-dead", "cross-host-unreachable-stale", "lease-expired"]

@@ -107,6 +107,12 @@ export type HeartbeatOutcome =
   | { readonly _tag: "Updated"; readonly heartbeatAtMs: number }
   | T<"FenceLost">
   | T<"NotFound">
+/** One lease a batched heartbeat renews: the run and the owner that holds it. */
+export interface RunLease {
+  readonly runId: string
+  readonly owner: OwnerIdType
+}
+
 export type TransitionOutcome = T<"Transitioned"> | T<"FenceLost"> | T<"NotFound"> | T<"GuardFailed">
 
 /** The loss classification shared by the claim family. */
@@ -164,6 +170,15 @@ export interface Service {
   ) => Effect.Effect<RecoverClaimOutcome, RunStoreError>
   readonly heartbeat: (runId: string, owner: OwnerIdType, nowMs: number) => Effect.Effect<HeartbeatOutcome, RunStoreError>
   readonly reconfirm: (runId: string, owner: OwnerIdType, nowMs: number) => Effect.Effect<HeartbeatOutcome, RunStoreError>
+  readonly heartbeatMany: (
+    owner: OwnerIdType,
+    runIds: ReadonlyArray<string>,
+    nowMs: number
+  ) => Effect.Effect<ReadonlyMap<string, HeartbeatOutcome>, RunStoreError>
+  readonly heartbeatLeases: (
+    leases: ReadonlyArray<RunLease>,
+    nowMs: number
+  ) => Effect.Effect<ReadonlyArray<HeartbeatOutcome>, RunStoreError>
   readonly transitionOwned: (
     runId: string,
     owner: OwnerIdType,

@@ -6,13 +6,17 @@ import type { Service } from "../model.js"
 import * as Cancel from "./cancel.js"
 import * as Claims from "./claims.js"
 import * as Context from "./context.js"
+import * as Heartbeats from "./heartbeats.js"
 import * as Lease from "./lease.js"
 import * as Reads from "./reads.js"
 
-export const make = Effect.map(Context.make, (ctx): Service =>
-  Object.freeze({
+export const make = Effect.map(Context.make, (ctx): Service => {
+  const lease = Lease.make(ctx)
+  return Object.freeze({
     ...Reads.make(ctx),
     ...Cancel.make(ctx),
     ...Claims.make(ctx),
-    ...Lease.make(ctx)
-  }))
+    ...lease,
+    ...Heartbeats.make(ctx, lease.heartbeat)
+  })
+})

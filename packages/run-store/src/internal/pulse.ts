@@ -1,0 +1,277 @@
+/**
+ * The host's shared heartbeat: per run store, one fiber renews every lease its
+ * `keepAlive` loops registered with one `heartbeatLeases` call per interval and
+ * hands each loop its own run's answer, and one more fiber watches their
+ * budgets, waking when the earliest one runs out instead of once per loop.
+ */
+import * as Consensus from "@baton/journal/Consensus"
+import { Clock, Deferred, Duration, Effect, Either, Exit, FiberId, FiberSet, type Scope } from "effect"
+import * as Admission from "./Admission.js"
+import * as Boundary from "./Boundary.js"
+import * as Errors from "./errors.js"
+import type { HeartbeatOutcome, OwnerIdType, RunLease, RunStoreError, Service as StoreService } from "./model.js"
+
+/**
+ * One renewal as a loop sees it: the lease reading sent (`readingMs`, epoch ms), the monotonic
+ * time it was taken at (`monotonicMs`), and the store's answer for this lease.
+ */
+export interface Beat {
+  readonly readingMs: number
+  readonly monotonicMs: number
+  readonly answer: Either.Either<HeartbeatOutcome, RunStoreError>
+}
+
+/** What a registered loop gives the pulse. Every callback is called synchronously. */
+export interface Loop {
+  /**
+   * Every beat of the loop's lease, in the renewing fiber. Answers `undefined` when the beat
+   * only updated the loop's state, or an effect the pulse runs next (a log, an interruption).
+   */
+  readonly onBeat: (beat: Beat) => Effect.Effect<void> | undefined
+  /** Monotonic ms at which the loop's budget runs out (it only moves later, except by `rearm`). */
+  readonly dueAtMs: () => number
+  /**
+   * The budget ran out: the loop starts its own expiry step and, if that step leaves the loop
+   * running (a reconfirm confirmed), runs `rearm` so the pulse watches the new budget.
+   */
+  readonly onDue: (rearm: Effect.Effect<void>) => void
+  /** The pulse closed: no more beats, and the loop watches its own budget from now on. */
+  readonly onClosed: () => void
+}
+
+export interface Service {
+  /** Registers `loop` for (`runId`, `owner`) on `store`'s pulse until the scope closes. */
+  readonly register: (store: StoreService, lease: RunLease, loop: Loop) => Effect.Effect<void, never, Scope.Scope>
+}
+
+interface Registered {
+  readonly loop: Loop
+  /** Its expiry step is running: not due again until it rearms. */
+  expiring: boolean
+}
+
+interface Member {
+  readonly lease: RunLease
+  /** Almost always one; an array, since a host delivers to every member each interval. */
+  readonly loops: Array<Registered>
+  /** Why the lease cannot be sent (refused at registration): its loops hear this every interval. */
+  readonly refused: RunStoreError | undefined
+  registered: boolean
+}
+
+interface Group {
+  readonly store: StoreService
+  /** Members by lease (run and owner triple). */
+  readonly members: Map<string, Member>
+  /** The members sent and their leases, kept until the membership changes. */
+  batch: {
+    readonly members: ReadonlyArray<Member>
+    readonly leases: ReadonlyArray<RunLease>
+    readonly refused: ReadonlyArray<Member>
+  } | undefined
+  renewing: boolean
+  watching: boolean
+  /** When the watcher wakes next (monotonic ms), and how to wake it sooner. */
+  wakeAtMs: number
+  poke: Deferred.Deferred<void> | undefined
+}
+
+const keyOf = (runId: string, owner: OwnerIdType) => JSON.stringify([runId, owner.hostId, owner.pid, owner.nonce])
+
+const nanosToMs = (nanos: bigint): number => Number(nanos / 1_000_000n)
+
+const wake = (group: Group) => {
+  if (group.poke !== undefined) Deferred.unsafeDone(group.poke, Exit.void)
+}
+
+export const make: Effect.Effect<Service, never, Scope.Scope> = Effect.gen(function*() {
+  const groups = new Map<StoreService, Group>()
+  let closed = false
+  // Runs after the fibers below are interrupted (finalizers run in reverse): every loop still
+  // registered takes over its own budget, so closing the pulse can never keep work running.
+  yield* Effect.addFinalizer(() =>
+    Effect.sync(() => {
+      closed = true
+      for (const group of groups.values()) {
+        for (const member of group.members.values()) for (const r of member.loops) r.loop.onClosed()
+      }
+    })
+  )
+  // Scoped to the pulse: closing it interrupts every group's fibers.
+  const fibers = yield* FiberSet.make()
+
+  /**
+   * One interval of a group: renew every registered lease in one call, then deliver. A group
+   * with no member left ends its loop here, in the same synchronous step that marks it stopped,
+   * so a registration never joins a loop that is about to end.
+   */
+  const tick = (group: Group) =>
+    Effect.suspend(() => {
+      if (group.members.size === 0) {
+        group.renewing = false
+        if (groups.get(group.store) === group) groups.delete(group.store)
+        return Effect.succeed(false)
+      }
+      if (group.batch === undefined) {
+        const all = [...group.members.values()]
+        const sent = all.filter((member) => member.refused === undefined)
+        group.batch = {
+          members: sent,
+          leases: Admission.trustedLeaseList(sent.map((m) => m.lease)),
+          refused: all.filter((member) => member.refused !== undefined)
+        }
+      }
+      const { leases, members, refused } = group.batch
+      return Effect.gen(function*() {
+        const readingMs = Math.floor(yield* Clock.currentTimeMillis)
+        const monotonicMs = nanosToMs(yield* Clock.currentTimeNanos)
+        const answer = members.length === 0
+          ? Either.right<ReadonlyArray<HeartbeatOutcome>>([])
+          : yield* Effect.either(group.store.heartbeatLeases(leases, readingMs))
+        const pending: Array<Effect.Effect<void>> = []
+        const deliver = (member: Member, beat: Beat) => {
+          // A loop that ended while the call was in flight hears nothing more.
+          if (!member.registered) return
+          const loops = member.loops
+          for (let k = 0; k < loops.length; k++) {
+            const next = loops[k]!.loop.onBeat(beat)
+            if (next !== undefined) pending.push(next)
+          }
+        }
+        if (Either.isLeft(answer)) {
+          const failed: Beat = { readingMs, monotonicMs, answer: Either.left(answer.left) }
+          for (const member of members) deliver(member, failed)
+        } else {
+          // Renewed leases share one answer object, so they share one beat.
+          const beats = new Map<HeartbeatOutcome, Beat>()
+          for (let i = 0; i < members.length; i++) {
+            const outcome = answer.right[i]!
+            let beat = beats.get(outcome)
+            if (beat === undefined) {
+              beat = { readingMs, monotonicMs, answer: Either.right(outcome) }
+              beats.set(outcome, beat)
+            }
+            deliver(members[i]!, beat)
+          }
+        }
+        for (const member of refused) deliver(member, { readingMs, monotonicMs, answer: Either.left(member.refused!) })
+        if (pending.length > 0) yield* Effect.all(pending, { discard: true })
+        return true
+      }).pipe(
+        // Each interval is its own trace: the loop was forked from whichever loop registered first.
+        Effect.withSpan("Heartbeat.pulse", { root: true, attributes: { runs: members.length } })
+      )
+    })
+
+  const renewing = (group: Group) =>
+    tick(group).pipe(
+      // A defect in one interval must not stop every run's heartbeat: log it and keep the loop.
+      Effect.catchAllDefect((defect) => Effect.as(Effect.logError("heartbeat pulse interval failed", defect), true)),
+      Effect.delay(Consensus.heartbeatInterval),
+      Effect.repeat({ while: (more) => more })
+    )
+
+  const rearm = (group: Group, r: Registered) =>
+    Effect.sync(() => {
+      r.expiring = false
+      wake(group)
+    })
+
+  /**
+   * The budget watcher, its own fiber so a renewal that hangs never delays an expiry: it hands
+   * every loop whose budget ran out to that loop's expiry step, then sleeps until the earliest
+   * remaining budget runs out or a registration or rearm wakes it. Confirmed beats only move
+   * budgets later, so with every lease renewing it wakes about once per budget (19 s), not once
+   * per loop.
+   */
+  const watching = (group: Group) =>
+    Effect.gen(function*() {
+      while (true) {
+        const now = nanosToMs(yield* Clock.currentTimeNanos)
+        if (group.members.size === 0) {
+          group.watching = false
+          group.poke = undefined
+          return
+        }
+        let next = Number.POSITIVE_INFINITY
+        for (const member of group.members.values()) {
+          for (const r of member.loops) {
+            if (r.expiring) continue
+            const due = r.loop.dueAtMs()
+            if (due <= now) {
+              r.expiring = true
+              r.loop.onDue(rearm(group, r))
+            } else if (due < next) next = due
+          }
+        }
+        const poke = Deferred.unsafeMake<void>(FiberId.none)
+        group.poke = poke
+        group.wakeAtMs = next
+        yield* Number.isFinite(next)
+          ? Effect.raceFirst(Effect.sleep(Duration.millis(next - now)), Deferred.await(poke))
+          : Deferred.await(poke)
+      }
+    })
+
+  const register: Service["register"] = (store, lease, loop) =>
+    Effect.acquireRelease(
+      Effect.suspend(() => {
+        const registered: Registered = { loop, expiring: false }
+        if (closed) {
+          loop.onClosed()
+          return Effect.succeed(undefined)
+        }
+        let group = groups.get(store)
+        if (group === undefined) {
+          group = {
+            store,
+            members: new Map(),
+            batch: undefined,
+            renewing: false,
+            watching: false,
+            wakeAtMs: Number.POSITIVE_INFINITY,
+            poke: undefined
+          }
+          groups.set(store, group)
+        }
+        const key = keyOf(lease.runId, lease.owner)
+        let member = group.members.get(key)
+        if (member === undefined) {
+          // Admitted once here, not at every interval; a lease the store would refuse is kept out
+          // of the batch (it would fail every run's renewal) and its loops hear the refusal.
+          const admitted = Admission.trustedLease(lease)
+          member = Boundary.isRefusal(admitted)
+            ? { lease, loops: [], refused: Errors.invalid("heartbeatLeases", admitted), registered: true }
+            : { lease: admitted.value, loops: [], refused: undefined, registered: true }
+          group.members.set(key, member)
+          group.batch = undefined
+        }
+        member.loops.push(registered)
+        const starts: Array<Effect.Effect<unknown>> = []
+        // Forked from the registering fiber, so they read the clock that fiber reads; made
+        // interruptible, since a fork inherits this acquisition's uninterruptible region.
+        if (!group.renewing) {
+          group.renewing = true
+          starts.push(FiberSet.run(fibers, Effect.interruptible(renewing(group))))
+        }
+        if (!group.watching) {
+          group.watching = true
+          starts.push(FiberSet.run(fibers, Effect.interruptible(watching(group))))
+        } else if (loop.dueAtMs() < group.wakeAtMs) wake(group)
+        return Effect.as(Effect.all(starts, { discard: true }), { group, key, member, registered })
+      }),
+      (handle) =>
+        Effect.sync(() => {
+          if (handle === undefined) return
+          const { group, key, member, registered } = handle
+          const at = member.loops.indexOf(registered)
+          if (at !== -1) member.loops.splice(at, 1)
+          if (member.loops.length > 0 || group.members.get(key) !== member) return
+          member.registered = false
+          group.members.delete(key)
+          group.batch = undefined
+        })
+    ).pipe(Effect.asVoid)
+
+  return { register }
+})
