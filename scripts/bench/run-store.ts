@@ -14,9 +14,12 @@
  * one core, and the oldest lease stamp seen (`BATON_BENCH_PULSE_RUNS`, `BATON_BENCH_PULSE_SECONDS`;
  * `BATON_BENCH_ONLY=heartbeats` runs this part alone).
  * PostgreSQL runs when `BATON_BENCH_PG_URL` or `BATON_TEST_PG_URL` is set. With `--json` the
- * last line is one JSON object of the figures collected (`heartbeats`: `ownedRuns`,
- * `statementsPerS`, `cpuShare`, PostgreSQL's when it ran, else SQLite's; per dialect under
- * `heartbeatsByDialect`).
+ * last line is one JSON object of the figures collected: `sqlite` and `pg` (the short lifecycle:
+ * `roundTrips`, `transactions`, `lifecyclesPerS`, `rawFloorPerS`, client `cpuMs` and `rawCpuMs` per
+ * lifecycle), `heartbeats` (`ownedRuns`, `statementsPerS`, `cpuShare`, PostgreSQL's when it ran,
+ * else SQLite's; per dialect under `heartbeatsByDialect`), `sqlite4` (`ratio` of 4 processes to 1)
+ * and `pg8` (`ratio` of 8 connections' heartbeats to 1, `createsRatio`, `sharedRowWaits`: lock-wait
+ * samples of the 8-connection parts).
  */
 import { execFileSync, spawn } from "node:child_process"
 import { randomBytes } from "node:crypto"
@@ -142,6 +145,21 @@ const short = async (label: string, target: ReadonlyArray<string>, lifecycles: n
     `ratio to raw floor ${(rate(stores) / rate(rawShort)).toFixed(3)}; client CPU ${cpuRatio(stores, rawShort)}× raw`
   )
   row(`${label} short lifecycles, raw floor (autocommit statements)`, rate(rawShort), "1")
+  return { stores, raw: rawShort }
+}
+/** A dialect's entry of the `--json` line: the short lifecycle against its raw floor, and its counts. */
+const lifecycleFigures = (measured: { readonly stores: Result; readonly raw: Result }, counts: Counted) => {
+  const total = (key: keyof OpCounts) =>
+    [counts.create, counts.claimAndOwn, counts.transitionOwned].reduce((n, o) => n + Number(o[key]), 0)
+  const perLifecycle = (r: Result) => r.cpuMs === undefined ? null : Number((r.cpuMs / r.count).toFixed(3))
+  return {
+    roundTrips: total("roundTrips"),
+    transactions: total("transactions"),
+    lifecyclesPerS: Number(rate(measured.stores).toFixed(1)),
+    rawFloorPerS: Number(rate(measured.raw).toFixed(1)),
+    cpuMs: perLifecycle(measured.stores),
+    rawCpuMs: perLifecycle(measured.raw)
+  }
 }
 const fmt = (n: number) => n.toFixed(n < 10 ? 2 : 1)
 const rows: Array<[string, string, string]> = []
@@ -250,8 +268,11 @@ const four = await Promise.all(
 )
 const aggregate = (four.reduce((n, r) => n + r.count, 0) * 1000) / Math.max(...four.map((r) => r.ms))
 row("SQLite lifecycles, 4 processes aggregate", aggregate, `ratio to 1 process ${(aggregate / rate(one)).toFixed(2)}`)
-await short("SQLite", ["sqlite", path.join(dir, "short.db")], SQLITE_LIFECYCLES)
-counted.push(["SQLite", count(["sqlite", path.join(dir, "count.db")])])
+const sqliteShort = await short("SQLite", ["sqlite", path.join(dir, "short.db")], SQLITE_LIFECYCLES)
+const sqliteCounts = count(["sqlite", path.join(dir, "count.db")])
+counted.push(["SQLite", sqliteCounts])
+figures["sqlite"] = lifecycleFigures(sqliteShort, sqliteCounts)
+figures["sqlite4"] = { ratio: Number((aggregate / rate(one)).toFixed(3)) }
 fs.rmSync(dir, { recursive: true, force: true })
 
 if (pgUrl !== undefined) {
@@ -273,7 +294,7 @@ if (pgUrl !== undefined) {
         (rate(pgOne) / rate(pgProtocol)).toFixed(2)
       } of it`
     )
-    await short("PostgreSQL", target, LIFECYCLES * 4)
+    const pgShort = await short("PostgreSQL", target, LIFECYCLES * 4)
     const [hb1, hb1Waits] = await withLockSampling(schema, () => measure([...target, "heartbeats", String(HEARTBEATS), "1"]))
     const [hb8, hb8Waits] = await withLockSampling(schema, () => measure([...target, "heartbeats", String(HEARTBEATS), "8"]))
     row("PostgreSQL heartbeats, 1 connection, 1 run", rate(hb1), `1; ${lockText(hb1Waits)}`)
@@ -327,7 +348,14 @@ if (pgUrl !== undefined) {
           `with 1 connection, ${(hb8.machineBusy * 100).toFixed(0)}% with 8)\n`
       )
     }
-    counted.push(["PostgreSQL", count(target)])
+    const pgCounts = count(target)
+    counted.push(["PostgreSQL", pgCounts])
+    figures["pg"] = lifecycleFigures(pgShort, pgCounts)
+    figures["pg8"] = {
+      ratio: Number((rate(hb8) / rate(hb1)).toFixed(3)),
+      createsRatio: Number((rate(cr8) / rate(cr1)).toFixed(3)),
+      sharedRowWaits: hb8Waits.waiting + cr8Waits.waiting
+    }
   } finally {
     execFileSync("psql", [pgUrl, "-qc", `DROP SCHEMA ${schema} CASCADE`], { env: quiet })
   }
