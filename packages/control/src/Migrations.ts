@@ -9,10 +9,12 @@ import type * as SqlClient from "@effect/sql/SqlClient"
 import type { Effect, Layer } from "effect"
 import initial from "./migrations/0001_initial.js"
 import hosts from "./migrations/0002_hosts.js"
+import sequences from "./migrations/0003_sequences.js"
 
 /**
  * The `control` migration set (`0001_initial`, ledger id 2001; `0002_hosts`, 2002: the host presence
- * table of `HostPresence`), registered with the database ledger.
+ * table of `HostPresence`; `0003_sequences`, 2003: on PostgreSQL one sequence per control number, so
+ * writes of different runs share no counter row), registered with the database ledger.
  *
  * @since 0.1.0
  * @category migrations
@@ -20,7 +22,7 @@ import hosts from "./migrations/0002_hosts.js"
 export const set: DatabaseMigrations.MigrationSet = {
   namespace: "control",
   idOffset: 2000,
-  migrations: { "0001_initial": initial, "0002_hosts": hosts }
+  migrations: { "0001_initial": initial, "0002_hosts": hosts, "0003_sequences": sequences }
 }
 
 /**
