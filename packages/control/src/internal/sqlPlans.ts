@@ -7,6 +7,7 @@ import { ClaimLost, FlowNotFound, InvalidInput, PersistenceError, PlanDenied, Pl
 import type { Envelope, Principal, RunSummary } from "../ControlSchema.js"
 import { PlanCard, PlanDecision } from "../ControlSchema.js"
 import type { IdPage, IdPageRequest, LaunchResult, PlanInput, PlanOutcome, PlanPage, PlanQuery, StoredPlan, UnreadablePlan } from "../ControlRuntime.js"
+import { isDurableTextOfLength } from "./canonical.js"
 import { checkLimit, checkOrdinal, checkTarget, planAfterIssue } from "./runtimeChecks.js"
 import { buildCard, checkPlanInput, decodeInput, planFingerprint, planKeyConflict } from "./runtimePlanning.js"
 import type { SqlContext } from "./sqlContext.js"
@@ -218,11 +219,17 @@ export const makePlans = (ctx: SqlContext) => {
       if (stored.decision === "denied") return yield* Effect.fail(new PlanDenied({ planId }))
       const claimant = yield* ctx.claimant
       const card = stored.card
+      // PostgreSQL: `nextval` needs no write, so the run id is known first and the launch is a write keyed
+      // by it, sharing no lock with launches of other runs. SQLite counts inside the write.
+      const early = ctx.isPostgres ? yield* Sequences.next(ctx, "run").pipe(persist("launch a run")) : undefined
       const run = yield* ctx.write(
-        undefined,
+        // An id no lock key can carry is left for the run store to refuse, under the schema-wide lock.
+        early === undefined || (reservedRunId !== undefined && !isDurableTextOfLength(reservedRunId, 1024))
+          ? undefined
+          : reservedRunId ?? `run-${early}`,
         "launch a run",
         Effect.gen(function*() {
-          const seq = yield* Sequences.next(ctx, "run")
+          const seq = early ?? (yield* Sequences.next(ctx, "run"))
           const runId = reservedRunId ?? `run-${seq}`
           const at = yield* ctx.now
           const deadline = card.envelope.budget.deadline
