@@ -105,14 +105,14 @@ describe.skipIf(url === undefined)("control numbers on PostgreSQL", () => {
       ])))
       // Sampled while host 2 works: sessions waiting for a lock host 1's open transaction holds.
       let blocked = 0
-      while (Option.isNone(yield* Fiber.poll(second))) {
+      while (blocked === 0 && Option.isNone(yield* Fiber.poll(second))) {
         const [row] = yield* h1.sql<{ n: number | string }>`SELECT COUNT(*) AS n FROM pg_stat_activity
           WHERE ${heldPid} = ANY(pg_blocking_pids(pid))`
         blocked = Math.max(blocked, Number(row!.n))
         yield* Effect.sleep("2 millis")
       }
-      const [, steered, resumed, launched] = yield* Fiber.join(second)
       expect(blocked).toBe(0)
+      const [, steered, resumed, launched] = yield* Fiber.join(second)
       // Committed while host 1's transaction is still open.
       expect(Option.isNone(yield* Fiber.poll(held.fiber))).toBe(true)
       const seen = yield* h2.sql<{ n: number | string }>`SELECT COUNT(*) AS n FROM control_signal_commands WHERE command_id = 's-2'`
