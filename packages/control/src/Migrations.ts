@@ -27,13 +27,15 @@ export const set: DatabaseMigrations.MigrationSet = {
 
 /**
  * Ledger ids of this set's migrations that every read tolerates being pending: 2002 (`0002_hosts`) adds
- * only the host presence table, whose reader (`HostPresence.live`) answers `None` without it. A reader
- * that refuses an older schema need not refuse a database where only these are pending.
+ * only the host presence table, whose reader (`HostPresence.live`) answers `None` without it; 2003
+ * (`0003_sequences`) adds only PostgreSQL sequences, and pages read without them as before (the writers
+ * of such a database still number from the counter rows). A reader that refuses an older schema need
+ * not refuse a database where only these are pending.
  *
  * @since 0.1.0
  * @category migrations
  */
-export const optionalForReads: ReadonlyArray<number> = [2002]
+export const optionalForReads: ReadonlyArray<number> = [2002, 2003]
 
 /**
  * Run the ledger over this set alone; answers the migrations it applied (`[]` when none were pending).

@@ -4,6 +4,9 @@
  * Two hosts are two pools on one schema; a write is held open by a latch, never by a guess at timing.
  */
 import * as DurableWriter from "@baton/database/DurableWriter"
+import * as DatabaseMigrations from "@baton/database/Migrations"
+import * as JournalMigrations from "@baton/journal/Migrations"
+import * as RunStoreMigrations from "@baton/run-store/Migrations"
 import * as PgDatabase from "@baton/database/PgDatabase"
 import * as TestDatabase from "@baton/database/TestDatabase"
 import * as RunStore from "@baton/run-store/RunStore"
@@ -14,7 +17,7 @@ import * as ControlRuntime from "../src/ControlRuntime.js"
 import * as SqlControlRuntime from "../src/SqlControlRuntime.js"
 import { approvePlan, launchF } from "./fixtures/runtimeContract.js"
 import { defaultFlows, pgDatabase } from "./fixtures/runtimeSupport.js"
-import { counters, suite } from "./fixtures/sqlSequences.js"
+import { before0003, counters, suite } from "./fixtures/sqlSequences.js"
 
 const url = TestDatabase.postgresTestUrl("control sequences")
 
@@ -168,4 +171,20 @@ describe.skipIf(url === undefined)("control numbers on PostgreSQL", () => {
       expect((yield* Fiber.join(paging)).ids).toEqual(ids)
       expect((yield* Fiber.join(querying)).plans.map((p) => "card" in p ? p.card.planId : p.planId)).toEqual(ids)
     })).pipe(Effect.provide(Layer.orDie(Layer.provideMerge(RunStore.layer, pgDatabase(url!))))), 120_000)
+
+  it.scopedLive("a read-only reader of a database without the sequences pages plans and pending signals as before", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      yield* DatabaseMigrations.run([JournalMigrations.set, RunStoreMigrations.set, before0003])
+      yield* sql`INSERT INTO control_plans (plan_id, row_seq, card_json, decoded_input_json, decision)
+        VALUES ('plan-1', 1, '{}', 'null', 'pending'), ('plan-2', 2, '{}', 'null', 'pending')`
+      yield* sql`INSERT INTO control_signal_commands (seq, command_id, run_id, payload_json, state)
+        VALUES (1, 'old', 'gone', '{"name":"go","payload":0}', 'pending')`
+      const schema = (yield* sql<{ s: string }>`SELECT current_schema() AS s`)[0]!.s
+      const readOnly = yield* Layer.build(Layer.orDie(Layer.provideMerge(RunStore.layer, PgDatabase.layer({ url: url!, schema, readOnly: true }))))
+      const reader = yield* SqlControlRuntime.make({ flows: defaultFlows }).pipe(Effect.provide(readOnly))
+      expect(yield* reader.pagePlanIds({ limit: 10 })).toEqual({ ids: ["plan-1", "plan-2"], through: 2 })
+      expect((yield* reader.queryPlans({ limit: 10 })).plans.map((p) => "card" in p ? p.card.planId : p.planId)).toEqual(["plan-1", "plan-2"])
+      expect((yield* reader.pendingSignals).map((c) => c.commandId)).toEqual(["old"])
+    }).pipe(Effect.provide(Layer.provideMerge(RunStore.layer, Layer.orDie(TestDatabase.layerPostgres(url!))))), 120_000)
 })

@@ -105,7 +105,14 @@ export const next = (ctx: SqlContext, name: Name): Effect.Effect<number, SqlErro
 /**
  * PostgreSQL: a number of `name` at or below which every row that will ever commit has committed, so a
  * cursor at or below it never passes a row that commits later (fails `PersistenceError(operation)` after
- * waiting too long for writes in flight).
+ * waiting too long for writes in flight). Before migration `0003_sequences` the rows were numbered from
+ * the locked counter row, in commit order, so the highest committed one is settled.
  */
-export const settled = (ctx: SqlContext, operation: string, name: "signal" | "plan_row"): Effect.Effect<number, PersistenceError> =>
-  settledNumber(ctx, operation, sources[name].sequence, sources[name].rows!.table)
+export const settled = (ctx: SqlContext, operation: string, name: "signal" | "plan_row"): Effect.Effect<number, PersistenceError> => {
+  const { sequence, rows } = sources[name]
+  const highest = Effect.map(
+    ctx.sql<{ readonly m: number | string | null }>`SELECT MAX(${ctx.sql(rows!.column)}) AS m FROM ${ctx.sql(rows!.table)}`,
+    ([row]) => Number(row?.m ?? 0)
+  )
+  return settledNumber(ctx, operation, sequence, rows!.table, highest)
+}

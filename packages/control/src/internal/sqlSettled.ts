@@ -10,6 +10,7 @@
  * long as the longest write of the table in flight, usually a few milliseconds; writers never wait for a
  * reader.
  */
+import type { SqlError } from "@effect/sql/SqlError"
 import { Duration, Effect } from "effect"
 import type { PersistenceError } from "../ControlError.js"
 import type { SqlContext } from "./sqlContext.js"
@@ -22,18 +23,27 @@ const pollEvery = Duration.millis(2)
 /**
  * The settled number of `sequence`, whose numbers `table`'s inserts take (PostgreSQL only; both names are
  * this package's constants, never input); fails `PersistenceError(operation)` after waiting too long.
+ * `whenMissing` answers instead on a database whose migrations have not created the sequence yet (its
+ * writers then still number in commit order).
  */
 export const settledNumber = (
   ctx: SqlContext,
   operation: string,
   sequence: string,
-  table: string
+  table: string,
+  whenMissing?: Effect.Effect<number, SqlError>
 ): Effect.Effect<number, PersistenceError> =>
   Effect.gen(function*() {
     const { sql } = ctx
-    const [seq] = yield* sql<{ readonly last: number | string; readonly called: boolean }>`SELECT last_value AS last,
-      is_called AS called FROM ${sql.literal(sequence)}`
-    const last = seq === undefined ? 0 : seq.called ? Number(seq.last) : Number(seq.last) - 1
+    const read = Effect.map(
+      sql<{ readonly last: number | string; readonly called: boolean }>`SELECT last_value AS last,
+        is_called AS called FROM ${sql.literal(sequence)}`,
+      ([seq]) => ({ last: seq === undefined ? 0 : seq.called ? Number(seq.last) : Number(seq.last) - 1, waits: true })
+    )
+    const { last, waits } = yield* (whenMissing === undefined
+      ? read
+      : ctx.optional(read, Effect.map(whenMissing, (n) => ({ last: n, waits: false }))))
+    if (!waits) return last
     const holders = (rows: ReadonlyArray<{ readonly v: string }>) => rows.map((r) => r.v)
     let open = holders(
       yield* sql<{ readonly v: string }>`SELECT DISTINCT virtualtransaction AS v FROM pg_locks
