@@ -489,9 +489,13 @@ export const make: Effect.Effect<Service, never, ControlRuntime.ControlRuntime |
         const keys = yield* keyed(host, "run", input, input.principal)
         const { key, principal } = keys
         let started: { readonly plan: ControlRuntime.StoredPlan; readonly run: ControlSchema.RunSummary } | undefined
+        // Keyed by the plan's journal partition, so launches of different plans never wait on each other;
+        // the plan's approval is schema-wide and so still excludes its launch. An id too long for a lock
+        // key names no plan (ids are `plan-<n>`) and launches schema-wide, to be refused.
+        const planKey = `plan:${input.planId}`
         const receipt = yield* mutate(host, {
           ...keys,
-          lockKey: undefined,
+          lockKey: planKey.length <= 1024 ? planKey : undefined,
           replay: true,
           claimRunKey: true
         }, () =>

@@ -2,7 +2,8 @@
  * Check 49: per-run lock keys on PostgreSQL. Two hosts (two pools on one
  * schema): an approval on R1 whose authority policy is held open inside the
  * write blocks host 2's work on R1 and a schema-wide plan, but not host 2's
- * cancel of R2.
+ * cancel of R2. A launch held open on one plan does not block host 2's launch
+ * of another plan.
  */
 import * as PgDatabase from "@baton/database/PgDatabase"
 import * as TestDatabase from "@baton/database/TestDatabase"
@@ -86,5 +87,53 @@ describe.skipIf(url === undefined)("facade lock keys (PostgreSQL)", () => {
       Effect.provide(sqlControl(TestDatabase.layerPostgres(url!), { flows })),
       Effect.scoped
     ))
-})
 
+  it.live("a facade launch held open on one plan lets host 2 launch another plan, waiting on no lock of host 1", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const schema = (yield* sql<{ readonly schema: string }>`SELECT current_schema() AS schema`)[0]!.schema
+      const control = yield* Control.Control
+      const plan = (a: number) =>
+        Effect.tap(control.plan({ flowId: "F", input: { a } }), (card) => control.approve(card.approval))
+      const one = yield* plan(1)
+      const two = yield* plan(2)
+      const host2Context = yield* Layer.build(sqlControl(PgDatabase.layer({ url: url!, schema }), { flows }))
+      const host2 = Context.get(host2Context, Control.Control)
+
+      const entered = yield* Deferred.make<number>()
+      const release = yield* Deferred.make<void>()
+      const runtime = yield* ControlRuntime.ControlRuntime
+      // Host 1's launch stops inside its transaction, after the run is created, until released.
+      const holding: ControlRuntime.Service = {
+        ...runtime,
+        launch: (...args) =>
+          runtime.launch(...args).pipe(
+            Effect.zipLeft(Effect.orDie(Effect.flatMap(sql<{ pid: number }>`SELECT pg_backend_pid() AS pid`, (rows) => Deferred.succeed(entered, rows[0]!.pid)))),
+            Effect.zipLeft(Deferred.await(release))
+          )
+      }
+      const launcher = yield* Control.make.pipe(Effect.provideService(ControlRuntime.ControlRuntime, holding))
+      const run = (c: Control.Service, card: typeof one, key: string) =>
+        c.run({ _tag: "Plan", planId: card.planId, digest: card.digest, envelope: card.envelope, idempotencyKey: key })
+      const launching = yield* Effect.fork(run(launcher, one, "l1"))
+      const heldPid = yield* Deferred.await(entered)
+
+      const second = yield* Effect.fork(run(host2, two, "l2"))
+      // Sampled until host 2's launch is done (or is seen waiting): sessions held up by host 1's transaction.
+      let blocked = 0
+      while (blocked === 0 && Option.isNone(yield* Fiber.poll(second))) {
+        const [row] = yield* sql<{ n: number | string }>`SELECT COUNT(*) AS n FROM pg_stat_activity
+          WHERE ${heldPid} = ANY(pg_blocking_pids(pid))`
+        blocked = Math.max(blocked, Number(row!.n))
+        yield* realDelay(2)
+      }
+      const stillOpen = Option.isNone(yield* Fiber.poll(launching))
+      yield* Deferred.succeed(release, undefined)
+      expect(yield* Fiber.join(second)).toMatchObject({ _tag: "Accepted", receiptId: "l2" })
+      expect(yield* Fiber.join(launching)).toMatchObject({ _tag: "Accepted", receiptId: "l1" })
+      expect({ blocked, stillOpen }).toEqual({ blocked: 0, stillOpen: true })
+    }).pipe(
+      Effect.provide(sqlControl(TestDatabase.layerPostgres(url!), { flows })),
+      Effect.scoped
+    ), 120_000)
+})

@@ -1,6 +1,6 @@
 /**
- * The SQL runtime's shared context: options snapshot, identity, clock, error mapping, sequences and
- * optional-schema probing.
+ * The SQL runtime's shared context: options snapshot, identity, clock, error mapping and optional-schema
+ * probing.
  */
 import * as Dialect from "@baton/database/Dialect"
 import * as DurableWriter from "@baton/database/DurableWriter"
@@ -100,7 +100,6 @@ export interface SqlContext {
     Exclude<E, Foreign> | PersistenceError,
     R
   >
-  readonly nextSequence: (name: string) => Effect.Effect<number, SqlError | PersistenceError>
   readonly optional: <A>(primary: Effect.Effect<A, SqlError>, fallback: Effect.Effect<A, SqlError>) => Effect.Effect<A, SqlError>
   readonly catalog: Effect.Effect<ReadonlyArray<DurableFlow>, PersistenceError>
   readonly currentCatalog: Effect.Effect<ReadonlyArray<DurableFlow>, PersistenceError>
@@ -155,17 +154,6 @@ export const makeContext = (
       (incarnation === undefined || other.nonce.startsWith(`${incarnation}.`))
     const write = <A, E, R>(key: string | undefined, operation: string, body: Effect.Effect<A, E, R>) =>
       writer.write(body, key === undefined ? {} : { key }).pipe(persist(operation))
-    const nextSequence = (name: string) =>
-      Effect.gen(function*() {
-        yield* sql`INSERT INTO control_sequences (name, value) VALUES (${name}, 0) ON CONFLICT (name) DO NOTHING`
-        const rows = yield* sql<{ value: number | string }>`UPDATE control_sequences SET value = value + 1
-          WHERE name = ${name} AND value < 9007199254740991 RETURNING value`
-        const value = Number(rows[0]?.value)
-        if (!Number.isSafeInteger(value) || value <= 0) {
-          return yield* Effect.fail(persistenceError("allocate a sequence", `sequence ${name} is exhausted`))
-        }
-        return value
-      })
     const optional = <A>(primary: Effect.Effect<A, SqlError>, fallback: Effect.Effect<A, SqlError>) =>
       Effect.flatMap(DurableWriter.isInTransaction, (inTx) =>
         // A failed statement aborts a PostgreSQL transaction: probe under a savepoint there.
@@ -190,7 +178,6 @@ export const makeContext = (
       claimant,
       sameProcess,
       write,
-      nextSequence,
       optional,
       catalog,
       currentCatalog

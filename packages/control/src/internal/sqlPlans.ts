@@ -7,10 +7,12 @@ import { ClaimLost, FlowNotFound, InvalidInput, PersistenceError, PlanDenied, Pl
 import type { Envelope, Principal, RunSummary } from "../ControlSchema.js"
 import { PlanCard, PlanDecision } from "../ControlSchema.js"
 import type { IdPage, IdPageRequest, LaunchResult, PlanInput, PlanOutcome, PlanPage, PlanQuery, StoredPlan, UnreadablePlan } from "../ControlRuntime.js"
+import { isDurableTextOfLength } from "./canonical.js"
 import { checkLimit, checkOrdinal, checkTarget, planAfterIssue } from "./runtimeChecks.js"
 import { buildCard, checkPlanInput, decodeInput, planFingerprint, planKeyConflict } from "./runtimePlanning.js"
 import type { SqlContext } from "./sqlContext.js"
 import { fenceOf, persist } from "./sqlContext.js"
+import * as Sequences from "./sqlSequences.js"
 import { corrupt, decoder } from "./storedValue.js"
 
 interface PlanRow {
@@ -85,7 +87,10 @@ export const makePlans = (ctx: SqlContext) => {
         }
       }
       const decoded = yield* decodeInput(flow, input.input)
-      const planId = `plan-${yield* ctx.write(undefined, "allocate a plan id", ctx.nextSequence("plan"))}`
+      // `nextval` commits on its own and never waits; SQLite counts plan ids in a write of their own.
+      const planId = `plan-${yield* (ctx.isPostgres
+        ? Sequences.next(ctx, "plan").pipe(persist("allocate a plan id"))
+        : ctx.write(undefined, "allocate a plan id", Sequences.next(ctx, "plan")))}`
       const card = yield* buildCard(flow, input, decoded, planId)
       const decodedText = JSON.stringify(decoded ?? null)
       const outcome = yield* ctx.write(
@@ -98,7 +103,7 @@ export const makePlans = (ctx: SqlContext) => {
             const holder = yield* readKey(key)
             if (holder === undefined || holder.plan_id !== planId) return { raced: holder } as const
           }
-          const rowSeq = yield* ctx.nextSequence("plan_row")
+          const rowSeq = yield* Sequences.value(ctx, "plan_row")
           yield* sql`INSERT INTO control_plans (plan_id, row_seq, card_json, decoded_input_json, decision)
             VALUES (${planId}, ${rowSeq}, ${JSON.stringify(card)}, ${decodedText}, 'pending')`
           yield* sql`INSERT INTO control_tokens (target_tag, run_id, target_id, token_id, target_json, resolved,
@@ -126,9 +131,11 @@ export const makePlans = (ctx: SqlContext) => {
       const limit = yield* checkLimit(request.limit)
       const after = (yield* checkOrdinal("after", request.after)) ?? 0
       const given = yield* checkOrdinal("through", request.through)
-      const through = given ?? Number(
-        (yield* sql<{ m: number | null }>`SELECT MAX(row_seq) AS m FROM control_plans`.pipe(persist("page plan ids")))[0]?.m ?? 0
-      )
+      const through = given ?? (ctx.isPostgres
+        ? yield* Sequences.settled(ctx, "page plan ids", "plan_row")
+        : Number(
+          (yield* sql<{ m: number | null }>`SELECT MAX(row_seq) AS m FROM control_plans`.pipe(persist("page plan ids")))[0]?.m ?? 0
+        ))
       const rows = yield* sql<{ plan_id: string; row_seq: number }>`SELECT plan_id, row_seq FROM control_plans
         WHERE row_seq > ${after} AND row_seq <= ${through} ORDER BY row_seq LIMIT ${limit + 1}`.pipe(persist("page plan ids"))
       const page = rows.slice(0, limit)
@@ -151,12 +158,16 @@ export const makePlans = (ctx: SqlContext) => {
         )
         if (named.length === 0) return yield* Effect.fail(new InvalidInput({ issue: planAfterIssue }))
       }
+      // PostgreSQL numbers plan rows without a shared row: read only below a settled number, so the
+      // cursor handed out never passes a plan whose write is still open.
+      const bound = ctx.isPostgres ? yield* Sequences.settled(ctx, "query plans", "plan_row") : undefined
       const plans: Array<StoredPlan | UnreadablePlan> = []
       let lastScanned = after
       let more = true
       while (plans.length < limit && more) {
         const rows = yield* sql<PlanRow>`SELECT plan_id, row_seq, card_json, decoded_input_json, decision FROM control_plans
-          WHERE row_seq > ${after} ${query.decision === undefined ? sql`` : sql`AND decision = ${query.decision}`}
+          WHERE row_seq > ${after} ${bound === undefined ? sql`` : sql`AND row_seq <= ${bound}`}
+            ${query.decision === undefined ? sql`` : sql`AND decision = ${query.decision}`}
           ORDER BY row_seq LIMIT 200`.pipe(persist("query plans"))
         // More may follow when the batch was full or the page filled before the batch's end.
         more = rows.length === 200
@@ -208,11 +219,17 @@ export const makePlans = (ctx: SqlContext) => {
       if (stored.decision === "denied") return yield* Effect.fail(new PlanDenied({ planId }))
       const claimant = yield* ctx.claimant
       const card = stored.card
+      // PostgreSQL: `nextval` needs no write, so the run id is known first and the launch is a write keyed
+      // by it, sharing no lock with launches of other runs. SQLite counts inside the write.
+      const early = ctx.isPostgres ? yield* Sequences.next(ctx, "run").pipe(persist("launch a run")) : undefined
       const run = yield* ctx.write(
-        undefined,
+        // An id no lock key can carry is left for the run store to refuse, under the schema-wide lock.
+        early === undefined || (reservedRunId !== undefined && !isDurableTextOfLength(reservedRunId, 1024))
+          ? undefined
+          : reservedRunId ?? `run-${early}`,
         "launch a run",
         Effect.gen(function*() {
-          const seq = yield* ctx.nextSequence("run")
+          const seq = early ?? (yield* Sequences.next(ctx, "run"))
           const runId = reservedRunId ?? `run-${seq}`
           const at = yield* ctx.now
           const deadline = card.envelope.budget.deadline

@@ -1,40 +1,60 @@
 /**
- * The settled `row_seq` on PostgreSQL: a number at or below which every run row that will ever commit
- * has committed (or rolled back), so a page cursor at or below it never skips a row.
+ * Settled numbers on PostgreSQL: a number of a sequence at or below which every row of its table that
+ * will ever commit has committed (or rolled back), so a page cursor at or below it never skips a row.
  *
- * `RunStore.create` takes `row_seq` from a sequence, with no shared row, so two creates can commit out
- * of number order. Every transaction that took a number holds `flows_runs`' write lock (taken before
- * the `INSERT` evaluates `nextval`) until it ends. So: read the sequence's last number first, then the
- * transactions holding that lock, and wait until those (only those) have ended. Transactions that start
- * later take higher numbers. The wait is as long as the longest run write in flight, usually a few
- * milliseconds; writers never wait for a reader.
+ * Run rows (`row_seq`, taken by `RunStore.create`), signal commands and plan rows take their numbers from
+ * sequences, with no shared row, so two writes can commit out of number order. Every transaction that
+ * took a number holds its table's write lock (taken before the `INSERT` evaluates `nextval`) until it
+ * ends. So: read the sequence's last number first, then the transactions holding that lock, and wait
+ * until those (only those) have ended. Transactions that start later take higher numbers. The wait is as
+ * long as the longest write of the table in flight, usually a few milliseconds; writers never wait for a
+ * reader.
  */
+import type { SqlError } from "@effect/sql/SqlError"
 import { Duration, Effect } from "effect"
 import type { PersistenceError } from "../ControlError.js"
 import type { SqlContext } from "./sqlContext.js"
 import { persist, persistenceError } from "./sqlContext.js"
 
-/** How long a reader waits for run writes in flight before it gives up. */
+/** How long a reader waits for writes in flight before it gives up. */
 const patience = Duration.seconds(30)
 const pollEvery = Duration.millis(2)
 
-/** The settled number (PostgreSQL only); fails `PersistenceError(operation)` after waiting too long. */
-export const settledRowSeq = (ctx: SqlContext, operation: string): Effect.Effect<number, PersistenceError> =>
+/**
+ * The settled number of `sequence`, whose numbers `table`'s inserts take (PostgreSQL only; both names are
+ * this package's constants, never input); fails `PersistenceError(operation)` after waiting too long.
+ * `whenMissing` answers instead on a database whose migrations have not created the sequence yet (its
+ * writers then still number in commit order).
+ */
+export const settledNumber = (
+  ctx: SqlContext,
+  operation: string,
+  sequence: string,
+  table: string,
+  whenMissing?: Effect.Effect<number, SqlError>
+): Effect.Effect<number, PersistenceError> =>
   Effect.gen(function*() {
     const { sql } = ctx
-    const [seq] = yield* sql<{ readonly last: number | string; readonly called: boolean }>`SELECT last_value AS last,
-      is_called AS called FROM flows_run_row_seq`
-    const last = seq === undefined ? 0 : seq.called ? Number(seq.last) : Number(seq.last) - 1
+    const read = Effect.map(
+      sql<{ readonly last: number | string; readonly called: boolean }>`SELECT last_value AS last,
+        is_called AS called FROM ${sql.literal(sequence)}`,
+      ([seq]) => ({ last: seq === undefined ? 0 : seq.called ? Number(seq.last) : Number(seq.last) - 1, waits: true })
+    )
+    const { last, waits } = yield* (whenMissing === undefined
+      ? read
+      : ctx.optional(read, Effect.map(whenMissing, (n) => ({ last: n, waits: false }))))
+    if (!waits) return last
     const holders = (rows: ReadonlyArray<{ readonly v: string }>) => rows.map((r) => r.v)
     let open = holders(
       yield* sql<{ readonly v: string }>`SELECT DISTINCT virtualtransaction AS v FROM pg_locks
-        WHERE locktype = 'relation' AND relation = 'flows_runs'::regclass AND granted AND pid <> pg_backend_pid()
+        WHERE locktype = 'relation' AND relation = ${sql.literal(`'${table}'::regclass`)} AND granted
+          AND pid <> pg_backend_pid()
           AND mode IN ('RowExclusiveLock', 'ShareRowExclusiveLock', 'ExclusiveLock', 'AccessExclusiveLock')`
     )
     const deadline = (yield* Effect.clockWith((c) => c.currentTimeMillis)) + Duration.toMillis(patience)
     while (open.length > 0) {
       if ((yield* Effect.clockWith((c) => c.currentTimeMillis)) > deadline) {
-        return yield* Effect.fail(persistenceError(operation, "a run write stayed open for more than 30 s"))
+        return yield* Effect.fail(persistenceError(operation, `a write of ${table} stayed open for more than 30 s`))
       }
       yield* Effect.sleep(pollEvery)
       open = holders(
@@ -44,3 +64,7 @@ export const settledRowSeq = (ctx: SqlContext, operation: string): Effect.Effect
     }
     return last
   }).pipe(persist(operation))
+
+/** The settled `row_seq` of run rows (PostgreSQL only). */
+export const settledRowSeq = (ctx: SqlContext, operation: string): Effect.Effect<number, PersistenceError> =>
+  settledNumber(ctx, operation, "flows_run_row_seq", "flows_runs")

@@ -17,6 +17,7 @@ import * as Dialect from "@baton/database/Dialect"
 import { alreadyApplied, checkOrdinal, checkSignal, checkSignalQuery, checkSteer } from "./runtimeChecks.js"
 import type { SqlContext } from "./sqlContext.js"
 import { persist } from "./sqlContext.js"
+import * as Sequences from "./sqlSequences.js"
 import { requireRow, runExists, summaryOf } from "./sqlRows.js"
 import { corrupt, decoder } from "./storedValue.js"
 
@@ -97,7 +98,7 @@ export const makeSignals = (ctx: SqlContext) => {
         runId,
         "admit a signal",
         Effect.gen(function*() {
-          const seq = yield* ctx.nextSequence("signal")
+          const seq = yield* Sequences.value(ctx, "signal")
           yield* sql`INSERT INTO control_signal_commands (seq, command_id, run_id, payload_json, wait_token, state, principal_json)
             VALUES (${seq}, ${commandId}, ${runId}, ${JSON.stringify(signal)}, NULL, 'pending',
               ${principal === undefined ? null : JSON.stringify(principal)})
@@ -131,11 +132,15 @@ export const makeSignals = (ctx: SqlContext) => {
     ctx.write(runId, "settle the signals of a finished run", settleSignalsOfFinishedRun(ctx, runId))
 
   const pendingSignals = Effect.gen(function*() {
+    // PostgreSQL numbers commands without a shared row, so two admits can commit out of number order:
+    // the cursor stays at or below a settled number, never passing an admit still in flight.
+    const bound = ctx.isPostgres ? yield* Sequences.settled(ctx, "read pending signals", "signal") : undefined
     const read = (after: number) =>
       sql<SignalRow & { readonly run_status: string | null }>`SELECT c.seq, c.command_id, c.run_id, c.payload_json,
           c.wait_token, c.state, c.principal_json, r.status AS run_status
         FROM control_signal_commands c LEFT JOIN flows_runs r ON r.run_id = c.run_id
-        WHERE c.state = 'pending' AND c.seq > ${after} ORDER BY c.seq LIMIT 100`
+        WHERE c.state = 'pending' AND c.seq > ${after} ${bound === undefined ? sql`` : sql`AND c.seq <= ${bound}`}
+        ORDER BY c.seq LIMIT 100`
     let rows = yield* read(cursor)
     if (rows.length === 0 && cursor !== 0) {
       cursor = 0
@@ -253,10 +258,10 @@ export const makeSignals = (ctx: SqlContext) => {
         runId,
         operation,
         Effect.gen(function*() {
-          const seq = yield* ctx.nextSequence("message")
-          yield* sql`INSERT INTO control_run_messages (seq, run_id, kind, payload_json)
-            VALUES (${seq}, ${runId}, ${kind}, ${JSON.stringify(payload)})`
-          return seq
+          const seq = yield* Sequences.value(ctx, "message")
+          const [row] = yield* sql<{ readonly seq: number | string }>`INSERT INTO control_run_messages (seq, run_id, kind, payload_json)
+            VALUES (${seq}, ${runId}, ${kind}, ${JSON.stringify(payload)}) RETURNING seq`
+          return Number(row!.seq)
         })
       )
     })
@@ -294,13 +299,15 @@ export const makeSignals = (ctx: SqlContext) => {
         runId,
         "request a resume",
         Effect.gen(function*() {
-          const seq = yield* ctx.nextSequence("resume")
-          yield* sql`INSERT INTO control_run_resumes (run_id, requested_seq, requested_at_ms, consent_seq)
+          const seq = yield* Sequences.value(ctx, "resume")
+          const [row] = yield* sql<{ readonly requested_seq: number | string }>`INSERT INTO control_run_resumes
+              (run_id, requested_seq, requested_at_ms, consent_seq)
             VALUES (${runId}, ${seq}, ${at}, ${consent ?? null})
             ON CONFLICT (run_id) DO UPDATE SET requested_seq = excluded.requested_seq,
               requested_at_ms = excluded.requested_at_ms,
-              consent_seq = COALESCE(excluded.consent_seq, control_run_resumes.consent_seq)`
-          return seq
+              consent_seq = COALESCE(excluded.consent_seq, control_run_resumes.consent_seq)
+            RETURNING requested_seq`
+          return Number(row!.requested_seq)
         })
       )
     })
