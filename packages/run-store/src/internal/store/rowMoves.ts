@@ -5,6 +5,7 @@
  */
 import * as DurableWriter from "@baton/database/DurableWriter"
 import * as Consensus from "@baton/journal/Consensus"
+import type { Fragment } from "@effect/sql/Statement"
 import { Effect, Metric } from "effect"
 import * as RunStoreMetrics from "../../RunStoreMetrics.js"
 import * as Companion from "../Companion.js"
@@ -39,25 +40,35 @@ const claimable = (ctx: StoreContext) => ctx.sql`status IN ('pending', 'suspende
 
 const claimIs = (ctx: StoreContext, claimant: OwnerIdType, token: number) => Rows.claimIs(ctx.sql, claimant, token)
 
+/** A claim by `who` at the reading (`claim`, and `steal` over a stale owner): `Claimed`, or the loss named from the row. */
+const claimMove = (
+  ctx: StoreContext,
+  method: "claim" | "steal",
+  check: ReferenceClock.ReadingCheck,
+  who: OwnerIdType,
+  rule: Fragment
+): Effect.Effect<ClaimOutcome & StealOutcome, RunStoreError> => {
+  const now = check.nowMs
+  return Effect.map(
+    Move.run(ctx, {
+      method,
+      runId: check.runId,
+      check,
+      set: Move.setClaim(ctx, who, now),
+      rule,
+      facts: [Companion.fact(method === "claim" ? "claimed" : "stolen", who, now)]
+    }),
+    (result) => result._tag === "Moved" ? { _tag: "Claimed", claimedAtMs: now } as const : Rows.classify(result.row, now)
+  )
+}
+
 export const claim = (
   ctx: StoreContext,
   check: ReferenceClock.ReadingCheck,
   snapshot: RunSnapshot,
   who: OwnerIdType
-): Effect.Effect<ClaimOutcome, RunStoreError> => {
-  const now = check.nowMs
-  return Effect.map(
-    Move.run(ctx, {
-      method: "claim",
-      runId: check.runId,
-      check,
-      set: Move.setClaim(ctx, who, now),
-      rule: ctx.sql`${claimable(ctx)} AND ${Move.snapshotIs(ctx, snapshot)}`,
-      facts: [Companion.fact("claimed", who, now)]
-    }),
-    (result): ClaimOutcome => result._tag === "Moved" ? { _tag: "Claimed", claimedAtMs: now } : Rows.classify(result.row, now)
-  )
-}
+): Effect.Effect<ClaimOutcome, RunStoreError> =>
+  claimMove(ctx, "claim", check, who, ctx.sql`${claimable(ctx)} AND ${Move.snapshotIs(ctx, snapshot)}`)
 
 /**
  * Claim and activate at once. The facts follow from the expected snapshot, which the rule requires the row
@@ -169,21 +180,15 @@ export const steal = (
   check: ReferenceClock.ReadingCheck,
   snapshot: RunSnapshot,
   who: OwnerIdType
-): Effect.Effect<StealOutcome, RunStoreError> => {
-  const now = check.nowMs
-  return Effect.map(
-    Move.run(ctx, {
-      method: "steal",
-      runId: check.runId,
-      check,
-      set: Move.setClaim(ctx, who, now),
-      rule: ctx.sql`claim_host_id IS NULL AND heartbeat_at_ms IS NOT NULL
-        AND ${Move.snapshotIs(ctx, snapshot)} AND ${Move.staleAt(ctx, "heartbeat_at_ms", now)}`,
-      facts: [Companion.fact("stolen", who, now)]
-    }),
-    (result): StealOutcome => result._tag === "Moved" ? { _tag: "Claimed", claimedAtMs: now } : Rows.classify(result.row, now)
+): Effect.Effect<StealOutcome, RunStoreError> =>
+  claimMove(
+    ctx,
+    "steal",
+    check,
+    who,
+    ctx.sql`claim_host_id IS NULL AND heartbeat_at_ms IS NOT NULL
+      AND ${Move.snapshotIs(ctx, snapshot)} AND ${Move.staleAt(ctx, "heartbeat_at_ms", check.nowMs)}`
   )
-}
 
 /**
  * An owned transition. Leaving `running` clears owner and claim; the common case (no foreign claim pending)
