@@ -3,11 +3,9 @@
  * a write held open keeps later numbers behind it, so a walk whose first page was read in between
  * still returns both rows.
  */
-import * as DurableWriter from "@baton/database/DurableWriter"
 import * as PgDatabase from "@baton/database/PgDatabase"
 import * as TestDatabase from "@baton/database/TestDatabase"
 import * as RunStore from "@baton/run-store/RunStore"
-import * as SqlClient from "@effect/sql/SqlClient"
 import { describe, expect, it } from "@effect/vitest"
 import { Deferred, Effect, Fiber, Layer } from "effect"
 import * as ControlRuntime from "../src/ControlRuntime.js"
@@ -15,19 +13,10 @@ import * as SqlControlRuntime from "../src/SqlControlRuntime.js"
 import { launchF } from "./fixtures/runtimeContract.js"
 import { unreadablePlanListing } from "./fixtures/unreadablePlan.js"
 import { defaultFlows, pgDatabase } from "./fixtures/runtimeSupport.js"
+import { type Host, hostOf } from "./fixtures/sqlHost.js"
 
 const url = TestDatabase.postgresTestUrl("control runtime paging")
 
-interface Host {
-  readonly rt: ControlRuntime.Service
-  readonly writer: DurableWriter.Service
-  readonly sql: SqlClient.SqlClient
-}
-
-const hostOf = Effect.gen(function*() {
-  const rt = yield* SqlControlRuntime.make({ flows: defaultFlows })
-  return { rt, writer: yield* DurableWriter.DurableWriter, sql: yield* SqlClient.SqlClient } satisfies Host
-})
 
 /**
  * Run `first` inside a write held open 300 ms after its work, and start `second` on the other host once

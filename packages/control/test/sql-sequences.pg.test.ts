@@ -17,20 +17,11 @@ import * as ControlRuntime from "../src/ControlRuntime.js"
 import * as SqlControlRuntime from "../src/SqlControlRuntime.js"
 import { approvePlan, launchF } from "./fixtures/runtimeContract.js"
 import { defaultFlows, pgDatabase } from "./fixtures/runtimeSupport.js"
+import { type Host, hostOf } from "./fixtures/sqlHost.js"
 import { before0003, counters, suite } from "./fixtures/sqlSequences.js"
 
 const url = TestDatabase.postgresTestUrl("control sequences")
 
-interface Host {
-  readonly rt: ControlRuntime.Service
-  readonly writer: DurableWriter.Service
-  readonly sql: SqlClient.SqlClient
-}
-
-const hostOf = Effect.gen(function*() {
-  const rt = yield* SqlControlRuntime.make({ flows: defaultFlows })
-  return { rt, writer: yield* DurableWriter.DurableWriter, sql: yield* SqlClient.SqlClient } satisfies Host
-})
 
 /** Host 1 on the test's schema and host 2 on a second pool over the same schema. */
 const twoHosts = Effect.gen(function*() {
