@@ -210,7 +210,15 @@ export const make = (
         const run = yield* runtime.getRun(input.runId)
         const wait = run.pendingWaits?.find((candidate) => candidate.name === input.signal.name)
         if (wait === undefined) {
-          return run.status === "parked" || run.status === "waiting-approval" ? "no-match" as const : "unknown" as const
+          // A bound command is judged by the drive of its wait; and a run's summary takes more than one
+          // statement, so a claim between them shows it parked with its waits cleared: only a second read
+          // showing the same park without the wait is a no-match.
+          if (input.token !== undefined && input.token !== null) return "unknown" as const
+          if (run.status !== "parked" && run.status !== "waiting-approval") return "unknown" as const
+          const again = yield* runtime.getRun(input.runId)
+          const same = again.status === run.status && again.updatedAt === run.updatedAt &&
+            !(again.pendingWaits ?? []).some((candidate) => candidate.name === input.signal.name)
+          return same ? "no-match" as const : "unknown" as const
         }
         if (wait.reason === "approval") {
           const principal = input.principal ?? (yield* runtime.stampPrincipal())

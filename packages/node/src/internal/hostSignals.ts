@@ -55,6 +55,16 @@ export const takeUpAllowed = (
     return !alive
   })
 
+/**
+ * A run's summary is read in more than one statement, so a claim committing between them shows the
+ * run still parked with its waits already cleared. Only a second read that shows the same park
+ * (same `updatedAt`) without a wait of that name is a real no-match.
+ */
+const stillParkedWithout = (core: HostCore, first: ControlSchema.RunSummary, name: string) =>
+  Effect.map(core.runtime.getRun(first.runId), (again) =>
+    again.status === first.status && again.updatedAt === first.updatedAt &&
+    !(again.pendingWaits ?? []).some((w) => w.name === name))
+
 /** Host `deliverSignal` (node.md 5.4; control.md 18.2). */
 export const deliverSignal = (
   core: HostCore,
@@ -71,7 +81,10 @@ export const deliverSignal = (
     const summary = yield* runtime.getRun(input.runId)
     const wait = (summary.pendingWaits ?? []).find((w) => w.name === input.signal.name)
     if (wait === undefined) {
-      return summary.status === "parked" || summary.status === "waiting-approval" ? "no-match" as const : "unknown" as const
+      // A bound command is judged by the drive of its wait, never here.
+      if (input.token !== undefined && input.token !== null) return "unknown" as const
+      if (summary.status !== "parked" && summary.status !== "waiting-approval") return "unknown" as const
+      return (yield* stillParkedWithout(core, summary, input.signal.name)) ? "no-match" as const : "unknown" as const
     }
     if (input.commandId === undefined) return "unknown" as const
     if (wait.reason === "approval") {
