@@ -10,11 +10,13 @@ import type { Effect, Layer } from "effect"
 import initial from "./migrations/0001_initial.js"
 import hosts from "./migrations/0002_hosts.js"
 import sequences from "./migrations/0003_sequences.js"
+import queues from "./migrations/0004_queues.js"
 
 /**
  * The `control` migration set (`0001_initial`, ledger id 2001; `0002_hosts`, 2002: the host presence
  * table of `HostPresence`; `0003_sequences`, 2003: on PostgreSQL one sequence per control number, so
- * writes of different runs share no counter row), registered with the database ledger.
+ * writes of different runs share no counter row; `0004_queues`, 2004: queue, priority, availability, retry
+ * policy and attempt per run, queue pause flags and limits, start idempotency keys), registered with the database ledger.
  *
  * @since 0.1.0
  * @category migrations
@@ -22,7 +24,7 @@ import sequences from "./migrations/0003_sequences.js"
 export const set: DatabaseMigrations.MigrationSet = {
   namespace: "control",
   idOffset: 2000,
-  migrations: { "0001_initial": initial, "0002_hosts": hosts, "0003_sequences": sequences }
+  migrations: { "0001_initial": initial, "0002_hosts": hosts, "0003_sequences": sequences, "0004_queues": queues }
 }
 
 /**
