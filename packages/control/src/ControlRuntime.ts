@@ -10,10 +10,12 @@ import * as Journal from "@baton/journal/Journal"
 import { Context, Effect, Layer, Option, Schema } from "effect"
 import type {
   AlreadyResolved,
+  ApprovalRequired,
   ClaimLost,
   CodeDrift,
   EnvelopeMismatch,
   FlowNotFound,
+  IdempotencyConflict,
   InvalidInput,
   PersistenceError,
   PlanDenied,
@@ -70,10 +72,76 @@ export interface DurableFlow {
   readonly envelope: Envelope
   readonly executionDigest?: string | undefined
   readonly decode?: ((input: unknown) => Effect.Effect<unknown, InvalidInput>) | undefined
+  /** `"required"`: runs start only through an approved plan; default `"none"` (`start` may create them). */
+  readonly approval?: "required" | "none" | undefined
   readonly plan?:
     | ((decoded: unknown, planId: string) => Effect.Effect<{ readonly handoff: PlanHandoff; readonly graph?: PlanGraph | undefined }, InvalidInput>)
     | undefined
 }
+
+/**
+ * A start's durable retry policy: at most `maxAttempts` attempts in all (1..1000); between attempts the
+ * run waits `initialDelayMs · factor^(attempt-1)`, capped at `maxDelayMs`, randomized ±50 % when `jitter`.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export interface RetryPolicy {
+  readonly maxAttempts: number
+  readonly initialDelayMs: number
+  readonly factor: number
+  readonly maxDelayMs: number
+  readonly jitter: boolean
+}
+
+/**
+ * A request to start runs of one flow without a plan decision: every input is decoded by the flow
+ * first, and all runs are written in one transaction (or none). `idempotencyKeys[i]`, when given, binds
+ * input `i`: the same key with the same flow and input answers the run it started; with another flow or
+ * input the start fails `IdempotencyConflict`. `availableAtMs` (epoch ms) delays the runs; `hand` claims
+ * them for the caller to hand to its executor at once (only when they are available now), otherwise they
+ * are left released for any host's claim, ordered by `priority` (higher first), availability, creation.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export interface StartRequest {
+  readonly flowId: FlowId
+  readonly inputs: ReadonlyArray<unknown>
+  readonly idempotencyKeys?: ReadonlyArray<string | undefined> | undefined
+  readonly queue: string
+  readonly priority: number
+  readonly availableAtMs: number
+  readonly retry?: RetryPolicy | undefined
+  readonly parentRunId?: RunId | undefined
+  readonly principal: Principal
+  readonly hand: boolean
+}
+
+/**
+ * One run a start answered: `created` false when an idempotency key named an earlier run; `plan` is the
+ * run's approved plan; `handed` when it was claimed for the caller to hand to its executor.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export interface StartedRun {
+  readonly run: RunSummary
+  readonly plan: StoredPlan
+  readonly created: boolean
+  readonly handed: boolean
+}
+
+/**
+ * What a run's engine recorded as its end: `Completed` with the value (absent when the run returned
+ * nothing) or `Failed` with the error as recorded.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export type RunResult =
+  | { readonly _tag: "Completed"; readonly value?: unknown }
+  | { readonly _tag: "Failed"; readonly error: unknown }
 
 /**
  * Alias of `DurableFlow` for the memory runtime.
@@ -539,7 +607,11 @@ export interface Service {
     LaunchResult,
     PlanNotFound | PlanDenied | PlanDigestMismatch | EnvelopeMismatch | ClaimLost | PersistenceError
   >
+  readonly start: (
+    request: StartRequest
+  ) => Effect.Effect<ReadonlyArray<StartedRun>, FlowNotFound | InvalidInput | IdempotencyConflict | ApprovalRequired | ClaimLost | PersistenceError>
   readonly getRun: (runId: RunId) => Effect.Effect<RunSummary, RunNotFound | PersistenceError>
+  readonly runResult: (runId: RunId) => Effect.Effect<RunResult | undefined, PersistenceError>
   readonly pageRunIds: (request: IdPageRequest) => Effect.Effect<IdPage, InvalidInput | PersistenceError>
   readonly queryRuns: (query: RunQuery) => Effect.Effect<RunPage, InvalidInput | PersistenceError>
   readonly hostCandidates: (query: HostCandidateQuery) => Effect.Effect<HostCandidatePage, InvalidInput | PersistenceError>

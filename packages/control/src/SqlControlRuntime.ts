@@ -19,6 +19,7 @@ import { makeContext } from "./internal/sqlContext.js"
 import { makeListing } from "./internal/sqlListing.js"
 import { makeOwnership } from "./internal/sqlOwnership.js"
 import { makePlans } from "./internal/sqlPlans.js"
+import { makeStarts } from "./internal/sqlStarts.js"
 import { requireRow } from "./internal/sqlRows.js"
 import { makeSignals } from "./internal/sqlSignals.js"
 import * as Migrations from "./Migrations.js"
@@ -68,6 +69,11 @@ export const make = (
     const ownership = makeOwnership(ctx)
     const signals = makeSignals(ctx)
     const listing = makeListing(ctx)
+    const starts = makeStarts(
+      ctx,
+      (planId) => plans.getPlan(planId).pipe(Effect.catchTag("PlanNotFound", () => Effect.succeed(undefined))),
+      (runId) => Effect.flatMap(requireRow(ctx, runId), ownership.project)
+    )
     const service: Service = {
       authorizeApproval: (request) => authority.authorize(request),
       plan: plans.plan,
@@ -79,7 +85,9 @@ export const make = (
       installBulkGrant: approvals.installBulkGrant,
       resolveApproval: approvals.resolveApproval,
       launch: plans.launch,
+      start: starts.start,
       getRun: (runId) => Effect.flatMap(requireRow(ctx, runId), ownership.project),
+      runResult: starts.runResult,
       pageRunIds: listing.pageRunIds,
       queryRuns: listing.queryRuns,
       hostCandidates: listing.hostCandidates,

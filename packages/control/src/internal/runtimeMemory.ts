@@ -6,8 +6,10 @@ import { Clock, Effect, Fiber } from "effect"
 import * as Cancellation from "../Cancellation.js"
 import {
   AlreadyResolved,
+  ApprovalRequired,
   ClaimLost,
   FlowNotFound,
+  IdempotencyConflict,
   InvalidInput,
   PersistenceError,
   PlanDenied,
@@ -27,8 +29,10 @@ import type {
   Service,
   SignalCommand,
   SignalState,
+  StartedRun,
   StoredPlan
 } from "../ControlRuntime.js"
+import { checkStart } from "./sqlStarts.js"
 import { CodeDrift } from "../ControlError.js"
 import {
   checkLimit,
@@ -118,6 +122,7 @@ export const makeMemory = (options: MemoryOptions, journal?: Journal.Service): E
       sequences.set(name, value)
       return value
     }
+    const startKeys = new Map<string, { readonly fingerprint: string; readonly runId: string }>()
     const plans = new Map<string, { card: StoredPlan["card"]; decodedInput: unknown; decision: StoredPlan["decision"]; rowSeq: number }>()
     const planKeys = new Map<string, { fingerprint: string; planId: string }>()
     const tokens = new Map<string, { tokenId: string; target: ApprovalTarget; decision: ApprovalDecision }>()
@@ -697,7 +702,58 @@ export const makeMemory = (options: MemoryOptions, journal?: Journal.Service): E
           return Effect.succeed({ _tag: "Raced" as const, receipt: clone(receipt.receipt) })
         }),
       releaseRunKey: (key) => Effect.sync(() => void runKeys.delete(key)),
-      grants: Effect.sync(() => [...grantRows.values()].sort((a, b) => a.installedAt - b.installedAt).map(clone))
+      grants: Effect.sync(() => [...grantRows.values()].sort((a, b) => a.installedAt - b.installedAt).map(clone)),
+      // The same rules as the SQL start, composed from this runtime's plan and launch; queue order,
+      // availability and retry are kept by the SQL runtime only (nothing here claims by them).
+      start: (request) =>
+        Effect.gen(function*() {
+          yield* checkStart(request)
+          const flow = flows.get(request.flowId)
+          if (flow === undefined) return yield* Effect.fail(new FlowNotFound({ flowId: request.flowId }))
+          if (flow.approval === "required") return yield* Effect.fail(new ApprovalRequired({ flowId: flow.flowId }))
+          const many = request.inputs.length !== 1
+          const admitted = yield* Effect.forEach(request.inputs, (input, index) =>
+            Effect.gen(function*() {
+              const decoded = yield* decodeInput(flow, input).pipe(
+                Effect.mapError((e) => many ? new InvalidInput({ issue: `inputs[${index}].${e.issue}` }) : e)
+              )
+              const fingerprint = yield* planFingerprint({ flowId: flow.flowId, input: decoded })
+              const key = request.idempotencyKeys?.[index]
+              const held = key === undefined ? undefined : startKeys.get(key)
+              if (held !== undefined && held.fingerprint !== fingerprint) {
+                return yield* Effect.fail(new IdempotencyConflict({ field: many ? `idempotencyKeys[${index}]` : "idempotencyKey" }))
+              }
+              return { decoded, fingerprint, key }
+            }))
+          const out: Array<StartedRun> = []
+          for (const item of admitted) {
+            const held = item.key === undefined ? undefined : startKeys.get(item.key)
+            if (held !== undefined) {
+              const run = yield* Effect.orDie(service.getRun(held.runId))
+              out.push({ run, plan: yield* Effect.orDie(service.getPlan(run.planId!)), created: false, handed: false })
+              continue
+            }
+            const { card } = yield* service.plan({ flowId: flow.flowId, input: item.decoded })
+            const stored = plans.get(card.planId)!
+            const at = yield* now
+            stored.decision = "approved"
+            tokens.set(identityKey(card.approval.target), {
+              tokenId: card.planId,
+              target: card.approval.target,
+              decision: { _tag: "Approved", decisionPrincipal: request.principal, decidedAt: at, scope: "once" }
+            })
+            const launched = yield* Effect.orDie(service.launch(card.planId, card.digest, card.envelope, request.principal))
+            if (launched._tag !== "Started") return yield* Effect.dieMessage("start: an approved plan parked")
+            const hand = request.hand && request.availableAtMs <= at
+            const run = hand
+              ? launched.run
+              : yield* Effect.orDie(service.releasePending(launched.run.runId, yield* Effect.orDie(service.claimFence(launched.run.runId))))
+            if (item.key !== undefined) startKeys.set(item.key, { fingerprint: item.fingerprint, runId: run.runId })
+            out.push({ run, plan: yield* Effect.orDie(service.getPlan(card.planId)), created: true, handed: hand })
+          }
+          return out
+        }),
+      runResult: () => Effect.succeed(undefined)
     }
     return service
   })
