@@ -13,6 +13,9 @@ import type { SqlContext } from "./sqlContext.js"
 import { fenceOf, persist } from "./sqlContext.js"
 import * as Sequences from "./sqlSequences.js"
 
+/** The PostgreSQL channel a start notifies when it leaves runs released for hosts to claim. */
+export const workChannel = "baton_work"
+
 /** The most runs one start writes. */
 export const maxBatch = 10_000
 
@@ -248,6 +251,8 @@ export const makeStarts = (
               key: item.key
             })
           }
+          // Hosts listening on PostgreSQL look for work when this commits (the payload names the schema).
+          if (ctx.isPostgres && !hand) yield* sql`SELECT pg_notify(${workChannel}, current_schema())`
           return out
         })
       )
