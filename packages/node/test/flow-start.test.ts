@@ -1,7 +1,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import * as Control from "@baton/control/Control"
 import * as SqlClient from "@effect/sql/SqlClient"
-import { Duration, Effect, Option, Schema } from "effect"
+import { Duration, Effect, Option, Schedule, Schema } from "effect"
 import * as Flow from "../src/Flow.js"
 import * as NodeRuntime from "../src/NodeRuntime.js"
 import * as Step from "../src/Step.js"
@@ -60,7 +60,24 @@ const flaky = Flow.make({
     })
 })
 
-const runtime = NodeRuntime.layerTest({ flows: [double, refuse, gated, never, flaky] })
+let stepTries = 0
+const paced = Flow.make({
+  id: "test.paced",
+  description: "a step retried by a Schedule that allows one retry",
+  version: "1",
+  input: Schema.Null,
+  handler: (): Effect.Effect<string, Refused, Flow.Services> =>
+    Step.run(
+      "always-fails",
+      Effect.suspend(() => {
+        stepTries++
+        return Effect.fail(new Refused({ why: `try ${stepTries}` })) as Effect.Effect<string, Refused>
+      }),
+      { retry: { times: 5, schedule: Schedule.recurs(1).pipe(Schedule.addDelay(() => "10 millis")) } }
+    )
+})
+
+const runtime = NodeRuntime.layerTest({ flows: [double, refuse, gated, never, flaky, paced] })
 
 const retryingFacts = (runId: string) =>
   Effect.gen(function*() {
@@ -202,6 +219,14 @@ describe("Flow.start and Flow.await", () => {
       const summary = yield* (yield* Control.Control).getRun(handle.runId)
       expect(summary.error).toMatchObject({ tag: "Refused" })
       expect((summary.error as { message: string }).message).toContain("attempt 2")
+    }).pipe(Effect.provide(runtime)))
+
+  it.live("a step's retry schedule paces its attempts and ends them before times", () =>
+    Effect.gen(function*() {
+      stepTries = 0
+      const outcome = yield* Flow.await(yield* Flow.start(paced, null), { timeout: "20 seconds" })
+      expect(outcome._tag).toBe("Failed")
+      expect(stepTries).toBe(2)
     }).pipe(Effect.provide(runtime)))
 
   it.effect("the retry schedule backs off exponentially, capped, and stops after the last attempt", () =>
