@@ -329,7 +329,10 @@ export interface HostCandidateQuery {
 }
 
 /**
- * A launched run a host could take up.
+ * A launched run a host could take up: its lease has lapsed (`stale-owner`, `orphaned-claim`), or it
+ * is `released` and available by `nowMs` in a queue that is neither paused nor at its concurrency
+ * limit. A page lists the lapsed leases first, then released runs by priority (highest first), then
+ * availability time, then creation. `queue` is the run's queue (`"default"` unless started in another).
  *
  * @since 0.1.0
  * @category models
@@ -339,6 +342,8 @@ export interface HostCandidate {
   readonly flowId: FlowId
   readonly kind: "released" | "stale-owner" | "orphaned-claim"
   readonly createdSeq: number
+  /** @since 0.2.0 */
+  readonly queue: string
   readonly updatedAt: number
   readonly owner?: OwnerIdentity | undefined
   readonly heartbeatAtMs?: number | undefined

@@ -467,6 +467,8 @@ export const makeMemory = (options: MemoryOptions, journal?: Journal.Service): E
               flowId: r.summary.flowId,
               kind: "released" as const,
               createdSeq: r.seq,
+              // The memory runtime keeps no queues: every run is in the default one.
+              queue: "default",
               updatedAt: r.summary.updatedAt
             }))
           return { candidates }

@@ -20,6 +20,7 @@ import { checkLimit, checkOrdinal, cursorIssue } from "./runtimeChecks.js"
 import type { SqlContext } from "./sqlContext.js"
 import { persist } from "./sqlContext.js"
 import { idSet, jsonMember, projectRows, waitWalk } from "./sqlProjection.js"
+import { released } from "./queueSql.js"
 import { settledRowSeq } from "./sqlSettled.js"
 import type { RawRow, RunRow } from "./sqlRows.js"
 import { runColumns, runFrom, toRow } from "./sqlRows.js"
@@ -178,27 +179,40 @@ export const makeListing = (ctx: SqlContext) => {
       }
       const cutoff = query.nowMs - staleAfterMs
       const flowFilter = query.flowIds === undefined ? sql`` : sql`AND ${x.member("$.flowId")} IN ${idSet(ctx, query.flowIds)}`
-      const rows = yield* sql<RawRow & { control_status: string | null; flow_id: string | null; updated_at: unknown }>`
+      // Leases (stale owners, orphaned claims) come first and whatever their queue's state: they are
+      // runs already taken, not new work. Released runs follow in claim order, only those available by
+      // now in a queue neither paused nor running its limit already (`busy` counts once per query).
+      const rows = yield* sql<RawRow & { control_status: string | null; flow_id: string | null; updated_at: unknown; queue: string }>`
+        WITH busy AS (
+          SELECT bc.queue, COUNT(*) AS n FROM control_queues bq
+            JOIN control_runs bc ON bc.queue = bq.queue JOIN flows_runs br ON br.run_id = bc.run_id
+          WHERE bq.concurrency IS NOT NULL AND br.status = 'running' GROUP BY bc.queue
+        )
         SELECT r.row_seq, r.run_id, r.status, r.created_at_ms, r.started_at_ms, r.finished_at_ms,
           r.owner_host_id, r.owner_pid, r.owner_nonce, r.heartbeat_at_ms,
           r.claim_host_id, r.claim_pid, r.claim_nonce, r.claimed_at_ms,
           r.parent_run_id, r.lineage_id, r.round_ordinal, r.cancel_requested_at_ms,
           r.waiting_reason, r.waiting_token, r.waiting_request, r.state_json,
           cr.run_id AS launch_run_id, cr.created_seq, cr.principal_id, cr.principal_kind, NULL AS requested_seq,
-          ${x.member("$.status")} AS control_status, ${x.member("$.flowId")} AS flow_id, ${x.member("$.updatedAt")} AS updated_at
+          ${x.member("$.status")} AS control_status, ${x.member("$.flowId")} AS flow_id, ${x.member("$.updatedAt")} AS updated_at,
+          cr.queue
         FROM control_runs cr JOIN flows_runs r ON r.run_id = cr.run_id
+          LEFT JOIN control_queues q ON q.queue = cr.queue LEFT JOIN busy b ON b.queue = cr.queue
         WHERE r.status NOT IN ${sql.literal(terminalList)} ${flowFilter}
           AND ((r.claim_host_id IS NOT NULL AND r.claimed_at_ms < ${cutoff})
             OR (r.status = 'running' AND r.heartbeat_at_ms < ${cutoff})
-            OR (r.status = 'suspended' AND r.waiting_reason IS NULL AND r.claim_host_id IS NULL
-              AND ${x.member("$.status")} = 'accepted'))
-        ORDER BY cr.created_seq LIMIT ${limit}`.pipe(persist("find host candidates"))
+            OR (${released(sql)} AND cr.available_at_ms <= ${query.nowMs} AND COALESCE(q.paused, 0) = 0
+              AND (q.concurrency IS NULL OR COALESCE(b.n, 0) < q.concurrency)))
+        ORDER BY (CASE WHEN r.status = 'suspended' AND r.claim_host_id IS NULL THEN 1 ELSE 0 END),
+          cr.priority DESC, cr.available_at_ms, cr.created_seq
+        LIMIT ${limit}`.pipe(persist("find host candidates"))
       const candidates = rows.flatMap((raw): Array<HostCandidate> => {
         const row = toRow(raw)
         const base = {
           runId: row.runId,
           flowId: String(raw.flow_id ?? ""),
           createdSeq: row.createdSeq ?? 0,
+          queue: String(raw.queue),
           updatedAt: Number(raw.updated_at ?? row.createdAtMs)
         }
         if (row.claim !== null && row.claimedAtMs !== null && row.claimedAtMs < cutoff) {
