@@ -270,12 +270,24 @@ const claimCandidate = (
     }
   })
 
-/** One sweep tick, in the order of node.md 4.5. */
+const everything: ControlRuntime.HostProbe = { signals: true, resumes: true, candidates: true }
+
+/**
+ * One sweep tick, in the order of node.md 4.5. One probe first says which of signals, delegations and
+ * discovery have anything to read, so an idle host's tick is that one statement (cancels read only runs
+ * driven here); a failed probe reads them all, as a tick did before.
+ */
 export const tick = (core: HostCore, memory: SweepMemory): Effect.Effect<void> =>
   Effect.gen(function*() {
     yield* cancels(core, memory)
     if (!core.accepting) return
-    yield* guarded("signals", "", signals(core))
-    yield* guarded("delegations", "", delegations(core))
-    yield* guarded("discovery", "", discovery(core))
+    const flowIds = yield* servedFlowIds(core)
+    const nowMs = yield* Clock.currentTimeMillis
+    const work = yield* core.runtime.hostProbe({ flowIds, nowMs }).pipe(
+      Effect.tapError((error) => Effect.logDebug(`sweep: probe failed (${error._tag}); reading everything`)),
+      Effect.orElseSucceed(() => everything)
+    )
+    if (work.signals) yield* guarded("signals", "", signals(core))
+    if (work.resumes) yield* guarded("delegations", "", delegations(core))
+    if (work.candidates) yield* guarded("discovery", "", discovery(core))
   })
