@@ -77,9 +77,17 @@ export const matching = (pattern: RegExp): (() => number) => {
   return () => entry.count
 }
 
+const listeners: Array<(statement: string) => void> = []
+
+/** Calls `listener` with the text of every statement counted from now on (to see which ones an idle process sends). */
+export const onStatement = (listener: (statement: string) => void): void => {
+  listeners.push(listener)
+}
+
 const record = (text: string, parameterised: boolean) => {
   for (const statement of statementsIn(text, parameterised)) {
     totals.statements++
+    for (const listener of listeners) listener(statement)
     if (/^\s*BEGIN\b/i.test(statement)) totals.transactions++
     for (const entry of patterns) if (entry.pattern.test(statement)) entry.count++
   }

@@ -397,7 +397,35 @@ export interface HostCandidateQuery {
 }
 
 /**
- * A launched run a host could take up.
+ * What `hostProbe` looks at: the flows a host serves (all when absent) and `nowMs`, epoch ms.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export interface HostProbeQuery {
+  readonly flowIds?: ReadonlyArray<FlowId> | undefined
+  readonly nowMs: number
+}
+
+/**
+ * Whether a host's sweep has anything to read: pending signal commands, outstanding resume delegations
+ * of runs not terminal, host candidates (as `hostCandidates` would list for the same query). A `true`
+ * may be gone by the time the sweep reads it; a `false` means nothing was committed at the read.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export interface HostProbe {
+  readonly signals: boolean
+  readonly resumes: boolean
+  readonly candidates: boolean
+}
+
+/**
+ * A launched run a host could take up: its lease has lapsed (`stale-owner`, `orphaned-claim`), or it
+ * is `released` and available by `nowMs` in a queue that is neither paused nor at its concurrency
+ * limit. A page lists the lapsed leases first, then released runs by priority (highest first), then
+ * availability time, then creation. `queue` is the run's queue (`"default"` unless started in another).
  *
  * @since 0.1.0
  * @category models
@@ -407,6 +435,8 @@ export interface HostCandidate {
   readonly flowId: FlowId
   readonly kind: "released" | "stale-owner" | "orphaned-claim"
   readonly createdSeq: number
+  /** @since 0.2.0 */
+  readonly queue: string
   readonly updatedAt: number
   readonly owner?: OwnerIdentity | undefined
   readonly heartbeatAtMs?: number | undefined
@@ -415,7 +445,8 @@ export interface HostCandidate {
 }
 
 /**
- * A page of host candidates.
+ * A page of host candidates. `newestHeartbeatAtMs` (the newest lease stamp of the asked flows' running
+ * runs, for a host to notice its clock is behind) is read only for a page that lists candidates.
  *
  * @since 0.1.0
  * @category models
@@ -615,6 +646,8 @@ export interface Service {
   readonly pageRunIds: (request: IdPageRequest) => Effect.Effect<IdPage, InvalidInput | PersistenceError>
   readonly queryRuns: (query: RunQuery) => Effect.Effect<RunPage, InvalidInput | PersistenceError>
   readonly hostCandidates: (query: HostCandidateQuery) => Effect.Effect<HostCandidatePage, InvalidInput | PersistenceError>
+  /** One read (one statement on SQL) of whether a sweep has work: an idle host's tick is this alone. @since 0.2.0 */
+  readonly hostProbe: (query: HostProbeQuery) => Effect.Effect<HostProbe, InvalidInput | PersistenceError>
   readonly listFlows: Effect.Effect<ReadonlyArray<{ readonly flowId: FlowId; readonly description: string }>, PersistenceError>
   readonly deliverSignal: (runId: RunId, signal: SignalPayload) => Effect.Effect<void, RunNotFound | InvalidInput | PersistenceError>
   readonly admitSignal: (

@@ -91,6 +91,7 @@ export const make = (
       pageRunIds: listing.pageRunIds,
       queryRuns: listing.queryRuns,
       hostCandidates: listing.hostCandidates,
+      hostProbe: listing.hostProbe,
       listFlows: plans.listFlows,
       deliverSignal: signals.deliverSignal,
       admitSignal: signals.admitSignal,

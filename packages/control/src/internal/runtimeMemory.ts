@@ -455,6 +455,13 @@ export const makeMemory = (options: MemoryOptions, journal?: Journal.Service): E
             ...(matching.length > limit && last !== undefined ? { nextCursor: { rowSeq: last.seq, runId: last.summary.runId } } : {})
           }
         }),
+      // The same answers the sweep's own reads give, so a probe never hides work from it.
+      hostProbe: (query) =>
+        Effect.all({
+          signals: Effect.map(service.pendingSignals, (pending) => pending.length > 0),
+          resumes: Effect.map(service.pendingResumes, (pending) => pending.length > 0),
+          candidates: Effect.map(service.hostCandidates({ ...query, limit: 1 }), (page) => page.candidates.length > 0)
+        }),
       hostCandidates: (query) =>
         Effect.gen(function*() {
           const limit = yield* checkLimit(query.limit)
@@ -472,6 +479,8 @@ export const makeMemory = (options: MemoryOptions, journal?: Journal.Service): E
               flowId: r.summary.flowId,
               kind: "released" as const,
               createdSeq: r.seq,
+              // The memory runtime keeps no queues: every run is in the default one.
+              queue: "default",
               updatedAt: r.summary.updatedAt
             }))
           return { candidates }

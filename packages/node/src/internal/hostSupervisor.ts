@@ -1,7 +1,8 @@
 /** The host supervisor: poll fiber, `NodeHost` members, and graceful shutdown (node.md 4.5, 4.6). */
-import { Deferred, Duration, Effect, Fiber, Random, Stream } from "effect"
+import { Cause, Deferred, Duration, Effect, Fiber, Queue, Random, Stream } from "effect"
 import type { HostCore, HostEvent } from "./hostCore.js"
-import { makeMemory, tick } from "./hostSweep.js"
+import { logFailure } from "./hostRaces.js"
+import { discovery, makeMemory, tick } from "./hostSweep.js"
 
 /** `NodeHost`'s shape (node.md 4.1). */
 export interface NodeHostService {
@@ -12,6 +13,8 @@ export interface NodeHostService {
   >
   readonly events: Stream.Stream<HostEvent>
   readonly sweepNow: Effect.Effect<void>
+  /** Ask for a discovery pass now; wakes coalesce (one pending pass at a time). Never fails. */
+  readonly wake: Effect.Effect<void>
   readonly shutdown: Effect.Effect<void>
 }
 
@@ -32,12 +35,14 @@ export const client = (core: HostCore): NodeHostService => ({
   owned: Effect.succeed([]),
   events: Stream.empty,
   sweepNow: Effect.void,
+  wake: Effect.void,
   shutdown: Effect.void
 })
 
 /**
  * Start the host: the first sweep tick runs at once (startup recovery), then every
- * `pollIntervalMs` ±10 %. The returned service's `shutdown` runs the steps of node.md 4.6 once,
+ * `pollIntervalMs` ±10 %. Between ticks a second fiber answers wakes (`core.wake`: a drive ended, a
+ * run was started here) with a discovery pass; it shares the ticks' permit, so passes never overlap. The returned service's `shutdown` runs the steps of node.md 4.6 once,
  * bounded by `shutdownGraceMs`; the caller registers it as the layer's finalizer.
  */
 export const start = (
@@ -59,11 +64,25 @@ export const start = (
       }
     })
     const poller = yield* Effect.forkDaemon(loop)
+    // Taking the wake before the pass lets a wake during the pass queue exactly one more.
+    const prompt = Effect.gen(function*() {
+      yield* Deferred.await(firstSweep)
+      while (true) {
+        yield* Queue.take(core.wakes)
+        yield* permit.withPermits(1)(discovery(core)).pipe(
+          Effect.catchAllCause((cause) =>
+            Cause.isInterruptedOnly(cause) ? Effect.interrupt : logFailure("wake: discovery", "", cause)
+          )
+        )
+      }
+    })
+    const waker = yield* Effect.forkDaemon(prompt)
     const done = yield* Deferred.make<void>()
     let started = false
     const drainThenInterrupt = Effect.gen(function*() {
       core.accepting = false
       yield* Fiber.interrupt(poller)
+      yield* Fiber.interrupt(waker)
       core.draining = true
       // Finalizers run uninterruptibly; the waits must stay interruptible for their timeouts.
       const all = () =>
@@ -93,6 +112,7 @@ export const start = (
       owned: owned(core),
       events: Stream.fromPubSub(core.events),
       sweepNow: Effect.suspend(() => (core.accepting ? sweep : Effect.void)),
+      wake: Effect.suspend(() => (core.accepting ? core.wake : Effect.void)),
       shutdown
     }
     return { service, firstSweep: Deferred.await(firstSweep), shutdown }
