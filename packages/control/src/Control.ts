@@ -816,9 +816,9 @@ export const make: Effect.Effect<Service, never, ControlRuntime.ControlRuntime |
               retry: request.retry,
               parentRunId: request.parentRunId,
               principal,
-              // One run is handed to this process's executor at once; a batch waits for the claim that
-              // takes as many as the hosts have room for.
-              hand: executor !== undefined && !many
+              // One run is handed at once to this process's executor when it drives runs (it offers `wake`);
+              // a batch, or a run started by a client, waits for the claim of hosts with room.
+              hand: executor?.wake !== undefined && !many
             })
             for (const started of runs) {
               if (!started.created) continue

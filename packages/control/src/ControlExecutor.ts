@@ -58,7 +58,8 @@ export interface DeliverSignalInput {
  * - `resumeRun`: `"resuming"` when this executor re-drives the run, else `"unknown"`.
  * - `settleCancelledPark`: clean up after a cancelled park.
  * - `wake` (optional, since 0.2.0): released runs became available (a start committed); look for
- *   work now instead of at the next sweep.
+ *   work now instead of at the next sweep. An executor that drives runs offers it: `Control.start`
+ *   hands a run available now only to such an executor, and leaves it released for hosts otherwise.
  *
  * @since 0.1.0
  * @category models

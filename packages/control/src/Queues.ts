@@ -46,6 +46,16 @@ export const fullReason: string = QueueSql.fullReason
 export const maxConcurrency = 1_000_000
 
 /**
+ * The PostgreSQL notification channel of new work: a start that leaves runs released for hosts to
+ * claim notifies it in its transaction, with the schema's name as payload; hosts `LISTEN` and look for
+ * work at once.
+ *
+ * @since 0.2.0
+ * @category constants
+ */
+export const workChannel: string = QueueSql.workChannel
+
+/**
  * A queue's settings: `paused`, and `concurrency` (its global limit, `null` for none).
  *
  * @since 0.2.0

@@ -21,7 +21,8 @@ import type { HostCore } from "./internal/hostCore.js"
  * - `resumeRun`: `resume(runId, { scope: "launched" })` and drive (`resuming`); `ClaimLost` (including a
  *   refusal of the run's queue) or no room under this host's limit for the queue → `unknown`;
  * - `requestCancel`: `RunStore.requestCancel`, first telling a drive here that it ends `cancelled`;
- * - `settleCancelledPark`: nothing (the facade claims and cancels parks).
+ * - `settleCancelledPark`: nothing (the facade claims and cancels parks);
+ * - `wake`: ask this host for a discovery pass (a start committed runs for hosts to claim).
  *
  * @since 0.1.0
  * @category constructors
@@ -77,7 +78,8 @@ export const host = (core: HostCore): ControlExecutor.Service => ({
         new ControlError.PersistenceError({ operation: "request a cancel", message: error.message })
       )
     ),
-  settleCancelledPark: () => Effect.void
+  settleCancelledPark: () => Effect.void,
+  wake: Effect.suspend(() => (core.accepting ? core.wake : Effect.void))
 })
 
 /**

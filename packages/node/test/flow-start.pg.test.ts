@@ -62,4 +62,21 @@ describe.skipIf(url === undefined)("Flow.start on PostgreSQL", () => {
         expect(summary.result).toBe(9)
       }).pipe(inContext(host))
     }), 180_000)
+
+  it.scopedLive("a start in a client process wakes an idle host through the work channel, not its sweep", () =>
+    Effect.gen(function*() {
+      const schema = yield* PgSchema.throwaway(url!)
+      // The host sweeps every 10 s: only the notification can get the run driven sooner.
+      const host = yield* Layer.build(
+        NodeRuntime.layerPg({ url: url!, schema, flows: [square], pollInterval: "10 seconds", hostId: "pg-idle" })
+      )
+      yield* Effect.flatMap(NodeRuntime.NodeHost, (h) => h.sweepNow).pipe(inContext(host))
+      const client = yield* Layer.build(NodeRuntime.layerPg({ url: url!, schema, flows: [square], mode: "client" }))
+      yield* Effect.gen(function*() {
+        yield* Effect.sleep("500 millis")
+        const handle = yield* Flow.start(square, { n: 12 })
+        const outcome = yield* Flow.await(handle, { timeout: "6 seconds", pollInterval: "100 millis" })
+        expect(outcome).toEqual(Flow.Outcome.Completed({ runId: handle.runId, value: 144 }))
+      }).pipe(inContext(client))
+    }), 60_000)
 })

@@ -150,7 +150,7 @@ describe("Flow.start and Flow.await", () => {
       expect(badInput.message).toContain("input")
       expect(badInput.message).not.toContain("\"x\"")
       const badQueue = yield* Effect.flip(Flow.start(double, { n: 1 }, { queue: "Not A Queue" }))
-      expect(badQueue.message).toContain("queue: must match")
+      expect(badQueue.message).toContain("queue: must be 1 to 128 characters")
       const badPriority = yield* Effect.flip(Flow.start(double, { n: 1 }, { priority: 1.5 }))
       expect(badPriority.message).toContain("priority: must be an integer")
       const badRetry = yield* Effect.flip(Flow.start(double, { n: 1 }, { retry: { maxAttempts: 0 } }))

@@ -19,6 +19,9 @@ export const nameIssue = (field: string, value: unknown): string | undefined =>
     ? undefined
     : `${field}: must be 1 to 128 characters matching /^[a-z0-9][a-z0-9._\\/-]{0,127}$/`
 
+/** The PostgreSQL channel a start notifies (payload: the schema) when it leaves runs for hosts to claim. */
+export const workChannel = "baton_work"
+
 /** `ClaimLost.reason` of a claim refused because the run's queue is paused. */
 export const pausedReason = "QueuePaused"
 

@@ -11,22 +11,14 @@ import { isDurableTextOfLength, sha256, tryCanonical } from "./canonical.js"
 import { buildCard, decodeInput } from "./runtimePlanning.js"
 import type { SqlContext } from "./sqlContext.js"
 import { fenceOf, persist } from "./sqlContext.js"
+import * as QueueSql from "./queueSql.js"
 import * as Sequences from "./sqlSequences.js"
-
-/** The PostgreSQL channel a start notifies when it leaves runs released for hosts to claim. */
-export const workChannel = "baton_work"
 
 /** The most runs one start writes. */
 export const maxBatch = 10_000
 
-const queuePattern = /^[a-z0-9][a-z0-9._:/-]{0,127}$/
-
-/** The rule a queue name follows (shared with the queue verbs). */
-export const queueRule = "must match /^[a-z0-9][a-z0-9._:/-]{0,127}$/"
-
 /** Why a queue name is refused, or `undefined`. */
-export const queueIssue = (queue: unknown): string | undefined =>
-  typeof queue === "string" && queuePattern.test(queue) ? undefined : `queue: ${queueRule}`
+export const queueIssue = (queue: unknown): string | undefined => QueueSql.nameIssue("queue", queue)
 
 const retryIssue = (retry: StartRequest["retry"]): string | undefined => {
   if (retry === undefined) return undefined
@@ -164,7 +156,11 @@ export const makeStarts = (
           fresh.push(item)
         }
       }
-      const hand = request.hand && request.availableAtMs <= (yield* ctx.now)
+      // A paused or limited queue admits runs only through a claim that checks it, so none is handed.
+      const gated = yield* sql<{ paused: number | string | boolean; concurrency: number | string | null }>`SELECT paused,
+        concurrency FROM control_queues WHERE queue = ${request.queue}`.pipe(persist("start runs"))
+      const open = gated.length === 0 || (Number(gated[0]!.paused) !== 1 && gated[0]!.concurrency === null)
+      const hand = request.hand && open && request.availableAtMs <= (yield* ctx.now)
       // PostgreSQL numbers come from sequences before the write, so the write is keyed by its first run.
       const early = ctx.isPostgres
         ? yield* Effect.all([
@@ -252,7 +248,7 @@ export const makeStarts = (
             })
           }
           // Hosts listening on PostgreSQL look for work when this commits (the payload names the schema).
-          if (ctx.isPostgres && !hand) yield* sql`SELECT pg_notify(${workChannel}, current_schema())`
+          if (ctx.isPostgres && !hand) yield* sql`SELECT pg_notify(${QueueSql.workChannel}, current_schema())`
           return out
         })
       )

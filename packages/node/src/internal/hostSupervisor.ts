@@ -1,5 +1,7 @@
 /** The host supervisor: poll fiber, `NodeHost` members, and graceful shutdown (node.md 4.5, 4.6). */
-import { Cause, Deferred, Duration, Effect, Fiber, Queue, Random, Stream } from "effect"
+import * as Queues from "@baton/control/Queues"
+import * as Dialect from "@baton/database/Dialect"
+import { Cause, Deferred, Duration, Effect, Fiber, Queue, Random, Schedule, Stream } from "effect"
 import type { HostCore, HostEvent } from "./hostCore.js"
 import { logFailure } from "./hostRaces.js"
 import { discovery, makeMemory, tick } from "./hostSweep.js"
@@ -39,6 +41,31 @@ export const client = (core: HostCore): NodeHostService => ({
   shutdown: Effect.void
 })
 
+interface Listening {
+  readonly listen: (channel: string) => Stream.Stream<string, unknown>
+}
+
+/** Wakes on the work channel's notifications for this schema; reconnects every 5 s after a failure. */
+const listen = (core: HostCore): Effect.Effect<void> => {
+  const sql = core.sql as unknown as Partial<Listening>
+  if (!Dialect.isPostgres(core.sql) || typeof sql.listen !== "function") return Effect.void
+  const once = Effect.gen(function*() {
+    const [row] = yield* core.sql<{ schema: string }>`SELECT current_schema() AS schema`
+    const schema = row?.schema
+    yield* sql.listen!(Queues.workChannel).pipe(
+      Stream.filter((payload) => payload === schema),
+      Stream.runForEach(() => (core.accepting ? core.wake : Effect.void))
+    )
+  })
+  return once.pipe(
+    Effect.catchAllCause((cause) =>
+      Cause.isInterruptedOnly(cause) ? Effect.interrupt : logFailure("listen for work", "", cause, { warning: "work notifications lost; retrying" })
+    ),
+    Effect.repeat(Schedule.spaced("5 seconds")),
+    Effect.asVoid
+  )
+}
+
 /**
  * Start the host: the first sweep tick runs at once (startup recovery), then every
  * `pollIntervalMs` ±10 %. Between ticks a second fiber answers wakes (`core.wake`: a drive ended, a
@@ -77,12 +104,15 @@ export const start = (
       }
     })
     const waker = yield* Effect.forkDaemon(prompt)
+    // PostgreSQL: a start in another process notifies the work channel; listening turns that into a wake.
+    const listener = yield* Effect.forkDaemon(listen(core))
     const done = yield* Deferred.make<void>()
     let started = false
     const drainThenInterrupt = Effect.gen(function*() {
       core.accepting = false
       yield* Fiber.interrupt(poller)
       yield* Fiber.interrupt(waker)
+      yield* Fiber.interrupt(listener)
       core.draining = true
       // Finalizers run uninterruptibly; the waits must stay interruptible for their timeouts.
       const all = () =>
