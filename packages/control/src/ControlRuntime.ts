@@ -133,6 +133,20 @@ export interface StartedRun {
 }
 
 /**
+ * A launched run's place in its queue: the queue, its attempt (1 first) and its retry policy, if any.
+ * `requeue(runId, fence, attempt, availableAtMs)` moves attempt `attempt` on to the next and releases
+ * the run, available again at `availableAtMs`, in one write (`ClaimLost` when the fence is spent).
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export interface Queueing {
+  readonly queue: string
+  readonly attempt: number
+  readonly retry: RetryPolicy | undefined
+}
+
+/**
  * What a run's engine recorded as its end: `Completed` with the value (absent when the run returned
  * nothing) or `Failed` with the error as recorded.
  *
@@ -643,6 +657,13 @@ export interface Service {
   ) => Effect.Effect<ReadonlyArray<StartedRun>, FlowNotFound | InvalidInput | IdempotencyConflict | ApprovalRequired | ClaimLost | PersistenceError>
   readonly getRun: (runId: RunId) => Effect.Effect<RunSummary, RunNotFound | PersistenceError>
   readonly runResult: (runId: RunId) => Effect.Effect<RunResult | undefined, PersistenceError>
+  readonly queueing: (runId: RunId) => Effect.Effect<Queueing | undefined, PersistenceError>
+  readonly requeue: (
+    runId: RunId,
+    fence: string,
+    attempt: number,
+    availableAtMs: number
+  ) => Effect.Effect<RunSummary, OwnershipError>
   readonly pageRunIds: (request: IdPageRequest) => Effect.Effect<IdPage, InvalidInput | PersistenceError>
   readonly queryRuns: (query: RunQuery) => Effect.Effect<RunPage, InvalidInput | PersistenceError>
   readonly hostCandidates: (query: HostCandidateQuery) => Effect.Effect<HostCandidatePage, InvalidInput | PersistenceError>

@@ -10,7 +10,7 @@ import * as RunStore from "@baton/run-store/RunStore"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Effect, Layer } from "effect"
 import * as ApprovalAuthority from "./ApprovalAuthority.js"
-import { PersistenceError } from "./ControlError.js"
+import { ClaimLost, PersistenceError } from "./ControlError.js"
 import type { Service } from "./ControlRuntime.js"
 import { ControlRuntime } from "./ControlRuntime.js"
 import { makeApprovals } from "./internal/sqlApprovals.js"
@@ -88,6 +88,18 @@ export const make = (
       start: starts.start,
       getRun: (runId) => Effect.flatMap(requireRow(ctx, runId), ownership.project),
       runResult: starts.runResult,
+      queueing: starts.queueing,
+      requeue: (runId, fence, attempt, availableAtMs) =>
+        ctx.write(
+          runId,
+          "requeue a run",
+          Effect.gen(function*() {
+            const moved = yield* ctx.sql<{ run_id: string }>`UPDATE control_runs SET attempt = ${attempt + 1},
+              available_at_ms = ${availableAtMs} WHERE run_id = ${runId} AND attempt = ${attempt} RETURNING run_id`
+            if (moved.length === 0) return yield* Effect.fail(new ClaimLost({ runId, reason: "attempt moved on" }))
+            return yield* ownership.releasePending(runId, fence)
+          })
+        ),
       pageRunIds: listing.pageRunIds,
       queryRuns: listing.queryRuns,
       hostCandidates: listing.hostCandidates,

@@ -762,7 +762,10 @@ export const makeMemory = (options: MemoryOptions, journal?: Journal.Service): E
           }
           return out
         }),
-      runResult: () => Effect.succeed(undefined)
+      runResult: () => Effect.succeed(undefined),
+      // Queue order and retries are the SQL runtime's; here every run is in "default", attempt 1.
+      queueing: (runId) => Effect.succeed(runs.has(runId) ? { queue: "default", attempt: 1, retry: undefined } : undefined),
+      requeue: (runId, fence) => service.releasePending(runId, fence)
     }
     return service
   })

@@ -3,9 +3,9 @@
  * approved plan each, in one transaction for the whole batch, and either claimed for the caller's
  * executor or left released in their queue for any host's claim.
  */
-import { Effect } from "effect"
+import { Effect, Option, Schema } from "effect"
 import { ApprovalRequired, ClaimLost, FlowNotFound, IdempotencyConflict, InvalidInput, PersistenceError } from "../ControlError.js"
-import type { RunResult, StartedRun, StartRequest, StoredPlan } from "../ControlRuntime.js"
+import type { Queueing, RunResult, StartedRun, StartRequest, StoredPlan } from "../ControlRuntime.js"
 import type { PlanCard, RunSummary } from "../ControlSchema.js"
 import { isDurableTextOfLength, sha256, tryCanonical } from "./canonical.js"
 import { buildCard, decodeInput } from "./runtimePlanning.js"
@@ -70,6 +70,14 @@ export const checkStart = (request: StartRequest): Effect.Effect<void, InvalidIn
   }
   return Effect.void
 }
+
+const RetryPolicySchema = Schema.Struct({
+  maxAttempts: Schema.Int,
+  initialDelayMs: Schema.Int,
+  factor: Schema.Number,
+  maxDelayMs: Schema.Int,
+  jitter: Schema.Boolean
+})
 
 /** A concurrent start with the same key and input committed first: start again to answer its run. */
 class Raced {
@@ -297,5 +305,19 @@ export const makeStarts = (
       return undefined
     })
 
-  return { start, runResult }
+  const decodeRetry = Schema.decodeUnknownOption(Schema.parseJson(RetryPolicySchema))
+
+  const queueing = (runId: string): Effect.Effect<Queueing | undefined, PersistenceError> =>
+    Effect.map(
+      sql<{ queue: string; attempt: number | string; retry_json: string | null }>`SELECT queue, attempt, retry_json
+        FROM control_runs WHERE run_id = ${runId}`.pipe(persist("read a run's queue")),
+      ([row]) => {
+        if (row === undefined) return undefined
+        // A policy that no longer reads is no policy: the run fails rather than retrying blind.
+        const retry = row.retry_json === null ? undefined : Option.getOrUndefined(decodeRetry(row.retry_json))
+        return { queue: row.queue, attempt: Number(row.attempt), retry }
+      }
+    )
+
+  return { start, runResult, queueing }
 }

@@ -187,19 +187,6 @@ const completedSteps = (state: DriveState): number => {
 
 const Either_right = (value: unknown) => ({ _tag: "Right" as const, right: value })
 
-interface RetryRow {
-  readonly retry_json: string | null
-  readonly attempt: number | string
-}
-
-const decodeRetry = Schema.decodeUnknownOption(Schema.parseJson(Schema.Struct({
-  maxAttempts: Schema.Int,
-  initialDelayMs: Schema.Int,
-  factor: Schema.Number,
-  maxDelayMs: Schema.Int,
-  jitter: Schema.Boolean
-})))
-
 /**
  * A failed run with attempts left goes back to its queue instead of failing: the error joins its
  * history (`baton.run.retrying`), its attempt counts up and it becomes available after the policy's
@@ -208,14 +195,12 @@ const decodeRetry = Schema.decodeUnknownOption(Schema.parseJson(Schema.Struct({
 const retryLater = (env: DriveEnv, state: DriveState, error: Record<string, unknown>): Effect.Effect<boolean> =>
   Effect.gen(function*() {
     const runId = state.run.runId
-    const rows = yield* env.sql<RetryRow>`SELECT retry_json, attempt FROM control_runs WHERE run_id = ${runId}`
-    const row = rows[0]
-    if (row === undefined || row.retry_json === null) return false
-    const policy = decodeRetry(row.retry_json)
-    if (Option.isNone(policy)) return false
-    const attempt = Number(row.attempt)
+    const queueing = yield* env.runtime.queueing(runId)
+    if (queueing === undefined || queueing.retry === undefined) return false
+    const policy = queueing.retry
+    const attempt = queueing.attempt
     const nowMs = yield* Clock.currentTimeMillis
-    const delay = yield* retryDelay(policy.value, attempt, nowMs)
+    const delay = yield* retryDelay(policy, attempt, nowMs)
     if (Option.isNone(delay)) return false
     const availableAtMs = nowMs + Math.ceil(Duration.toMillis(delay.value))
     markEnd(state, "retrying")
@@ -223,9 +208,7 @@ const retryLater = (env: DriveEnv, state: DriveState, error: Record<string, unkn
     yield* env.journal.transact(
       Effect.gen(function*() {
         yield* durable(state, "baton.run.retrying", { attempt, error, availableAtMs })
-        yield* env.sql`UPDATE control_runs SET attempt = ${attempt + 1}, available_at_ms = ${availableAtMs}
-          WHERE run_id = ${runId} AND attempt = ${attempt}`
-        yield* env.runtime.releasePending(runId, state.fence)
+        yield* env.runtime.requeue(runId, state.fence, attempt, availableAtMs)
       }),
       { key: runId }
     )

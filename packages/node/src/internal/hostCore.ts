@@ -114,8 +114,8 @@ export const make = (options: CoreOptions): Effect.Effect<HostCore, never, Scope
     const queueOf = (runId: string): Effect.Effect<string | undefined> =>
       limits.size === 0
         ? Effect.succeed(undefined)
-        : options.sql<{ queue: string }>`SELECT queue FROM control_runs WHERE run_id = ${runId}`.pipe(
-          Effect.map((rows) => rows[0]?.queue),
+        : options.runtime.queueing(runId).pipe(
+          Effect.map((queueing) => queueing?.queue),
           // Unknown is unlimited: a failed read must not strand a run this host already owns.
           Effect.orElseSucceed(() => undefined)
         )
