@@ -107,8 +107,11 @@ const spawnWorker = (system: SystemName, argv: ReadonlyArray<string>) => {
 }
 type Worker = ReturnType<typeof spawnWorker>
 
+/** Let the workers finish their own shutdown (they exit after their report), killing any still there after 10 s. */
 const stopAll = async (workers: ReadonlyArray<Worker>) => {
-  for (const w of workers) if (w.child.exitCode === null) w.child.kill("SIGKILL")
+  const grace = new Promise((resolve) => setTimeout(resolve, 10_000).unref())
+  await Promise.race([Promise.all(workers.map((w) => w.exited)), grace])
+  for (const w of workers) if (w.child.exitCode === null && w.child.signalCode === null) w.child.kill("SIGKILL")
   await Promise.all(workers.map((w) => w.exited))
 }
 

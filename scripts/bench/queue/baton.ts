@@ -196,6 +196,8 @@ export const settledEvents = (settled: Settled) =>
           return Effect.void
         })
     ).pipe(Effect.forkDaemon)
+    // The stream has started; its subscription is in place long before the first launch's three
+    // durable calls have returned, let alone its run settled.
     yield* Deferred.await(subscribed)
     return fiber
   })
