@@ -1,25 +1,22 @@
 /**
- * Baton in the queue bench, through today's public API: every Baton call the bench makes is in this
- * module, so the start/await API can replace it in one place.
+ * Baton in the queue bench: every Baton call the bench makes is in this module.
  *
- * - `enqueueMany(n)`: `n` runs of `bench-noop`, each planned, approved and launched through
- *   `Control` (three durable calls per job) from a client-mode `NodeRuntime`; answers each run's id
- *   and the time its launch returned (when a host may take it).
+ * - `enqueueMany(n)`: `n` runs of `bench-noop` started by `Flow.startMany` in batches of 1,000 (one
+ *   transaction each) from a client-mode `NodeRuntime`; answers each run's id and the time its batch
+ *   committed (when a host may take it).
  * - `runWorker`: a host-mode `NodeRuntime` serving `bench-noop` from `go` on (its catalog is empty
  *   until then, so runs launched during the enqueue wait), taking up to 16 runs at once, sweeping
  *   every 100 ms (the option's minimum) and once more each time a run settles.
- * - `startAndAwait`: W2 in one host process: plan, approve and launch a `bench-three-steps` run (the
- *   host drives a run it launches itself at once when it has a free slot), then wait for its
- *   `settled` host event.
+ * - `startAndAwait`: W2 in one host process: `Flow.start` a `bench-three-steps` run (the host drives a
+ *   run it starts itself at once when it has a free slot), then `Flow.await` its outcome.
  * - `countCompleted` / `drivenTwice`: completed runs, and runs driven more than once, the latter from
  *   the journal (`baton.run.driven` entries in `flows_journal_events`).
  */
-import * as Control from "@baton/control/Control"
 import * as Flow from "@baton/node/Flow"
 import * as NodeRuntime from "@baton/node/NodeRuntime"
 import * as Step from "@baton/node/Step"
 import * as SqlClient from "@effect/sql/SqlClient"
-import { Deferred, Effect, Fiber, type Layer, ManagedRuntime, Queue, Schema, Stream } from "effect"
+import { Effect, Fiber, type Layer, ManagedRuntime, Queue, Schema, Stream } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -74,35 +71,22 @@ export const layerFor = (target: Target, options: Options): Layer.Layer<NodeRunt
     ? NodeRuntime.layer({ ...options, filename: target.filename })
     : NodeRuntime.layerPg({ ...options, url: target.url, schema: target.schema })
 
-/** Plan, approve and launch one run of `flowId`; answers its id. */
-const launch = (flowId: string, input: { readonly i: number }) =>
-  Effect.gen(function*() {
-    const control = yield* Control.Control
-    const card = yield* control.plan({ flowId, input })
-    yield* control.approve(card.approval)
-    const receipt = yield* control.run({
-      _tag: "Plan",
-      planId: card.planId,
-      digest: card.digest,
-      envelope: card.envelope,
-      idempotencyKey: `launch:${card.planId}`
-    })
-    if (receipt._tag !== "Accepted" || receipt.runId === undefined) {
-      return yield* Effect.dieMessage(`launch of ${flowId} answered ${receipt._tag}`)
-    }
-    return receipt.runId
-  })
-
 /**
- * Enqueue `n` no-op jobs (inputs `{ i }`, i = 0..n-1), 4 launches in flight; answers, by index,
- * the run id and the time its launch returned.
+ * Enqueue `n` no-op jobs (inputs `{ i }`, i = 0..n-1) with `Flow.startMany`, 1,000 per transaction;
+ * answers, by index, the run id and the time its batch committed.
  */
 export const enqueueMany = (n: number) =>
-  Effect.forEach(
-    Array.from({ length: n }, (_, i) => i),
-    (i) => Effect.map(launch("bench-noop", { i }), (runId) => ({ runId, availableAtMs: nowMs() })),
-    { concurrency: 4 }
-  )
+  Effect.gen(function*() {
+    const flow = noopFlow()
+    const out: Array<{ readonly runId: string; readonly availableAtMs: number }> = []
+    for (let from = 0; from < n; from += 1000) {
+      const inputs = Array.from({ length: Math.min(1000, n - from) }, (_, k) => ({ i: from + k }))
+      const handles = yield* Flow.startMany(flow, inputs)
+      const at = nowMs()
+      for (const handle of handles) out.push({ runId: handle.runId, availableAtMs: at })
+    }
+    return out
+  })
 
 /** Runs of the target whose status is `completed`. */
 export const countCompleted = Effect.flatMap(SqlClient.SqlClient, (sql) =>
@@ -154,52 +138,12 @@ export const runWorker = (target: Target, flow: Flow.Any, options: { readonly ma
   }
 }
 
-/**
- * In a host: launch one run of `flowId` and wait for its `settled` event, routed by the
- * subscription {@link settledEvents} made once per host.
- */
-export const startAndAwait = (settled: Settled, flowId: string, input: { readonly i: number }) =>
+/** In a host: start one run of `flow` and await its outcome. */
+export const startAndAwait = (flow: Flow.Flow<{ readonly i: number }, number, never>, input: { readonly i: number }) =>
   Effect.gen(function*() {
-    const done = yield* Deferred.make<string>()
-    const runId = yield* launch(flowId, input)
-    // The host may have driven the run to its end inside `run`: its settle is then already parked.
-    const early = yield* Effect.sync(() => {
-      const reason = settled.early.get(runId)
-      if (reason === undefined) settled.waiting.set(runId, done)
-      else settled.early.delete(runId)
-      return reason
-    })
-    const reason = early ?? (yield* Deferred.await(done))
-    settled.waiting.delete(runId)
-    if (reason !== "completed") return yield* Effect.dieMessage(`run ${runId} settled ${reason}`)
-  })
-
-/** Who waits for which run's settle, and settles nobody waited for yet. */
-export interface Settled {
-  readonly waiting: Map<string, Deferred.Deferred<string>>
-  readonly early: Map<string, string>
-}
-
-/** Route the host's `settled` events to the runs `startAndAwait` waits for; answers the subscriber fiber. */
-export const settledEvents = (settled: Settled) =>
-  Effect.gen(function*() {
-    const host = yield* NodeRuntime.NodeHost
-    const subscribed = yield* Deferred.make<void>()
-    const fiber = yield* Stream.runForEach(
-      host.events.pipe(Stream.onStart(Deferred.succeed(subscribed, undefined))),
-      (event) =>
-        Effect.suspend(() => {
-          if (event._tag !== "settled") return Effect.void
-          const waiting = settled.waiting.get(event.runId)
-          if (waiting !== undefined) return Deferred.succeed(waiting, event.reason)
-          settled.early.set(event.runId, event.reason)
-          return Effect.void
-        })
-    ).pipe(Effect.forkDaemon)
-    // The stream has started; its subscription is in place long before the first launch's three
-    // durable calls have returned, let alone its run settled.
-    yield* Deferred.await(subscribed)
-    return fiber
+    const handle = yield* Flow.start(flow, input)
+    const outcome = yield* Flow.await(handle)
+    if (outcome._tag !== "Completed") return yield* Effect.dieMessage(`run ${handle.runId} ended ${outcome._tag}`)
   })
 
 const scratch: Array<string> = []
@@ -250,8 +194,6 @@ export const worker: WorkerSide = {
     else Counter.installPg()
     const flow = threeStepsFlow(recorder)
     const runtime = ManagedRuntime.make(layerFor(target, { flows: [flow], maxRuns: Math.max(options.concurrency, 4), pollInterval: "100 millis" }))
-    const settled: Settled = { waiting: new Map(), early: new Map() }
-    const subscriber = await runtime.runPromise(settledEvents(settled))
     const availableAt: Array<number> = new Array(options.count)
     const before = Counter.snapshot()
     const cpu = process.cpuUsage()
@@ -261,14 +203,13 @@ export const worker: WorkerSide = {
       (i) =>
         Effect.suspend(() => {
           availableAt[i] = nowMs()
-          return startAndAwait(settled, "bench-three-steps", { i })
+          return startAndAwait(flow, { i })
         }),
       { concurrency: options.concurrency, discard: true }
     ))
     const t1Ms = nowMs()
     const cpuMs = cpuMsSince(cpu)
     const counts = Counter.diff(before, Counter.snapshot())
-    await Effect.runPromise(Fiber.interrupt(subscriber))
     await runtime.dispose()
     return {
       starts: recorder.starts,
