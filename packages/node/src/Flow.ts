@@ -162,6 +162,22 @@ export const codeIdentity = (flow: Any): string =>
   flow.version ?? `src:${crypto.createHash("sha256").update(Function.prototype.toString.call(flow.handler)).digest("hex")}`
 
 /**
+ * The first issue of a parse error as `<root>.<path>: <rule>`, without the value that broke it (an
+ * input may hold anything, and error messages are logged).
+ */
+const issueOf = (root: string, error: ParseResult.ParseError): string => {
+  const [first] = ParseResult.ArrayFormatter.formatErrorSync(error)
+  if (first === undefined) return `${root}: is not valid`
+  const path = first.path.map((key) => typeof key === "number" ? `[${key}]` : `.${String(key)}`).join("")
+  const rule = first._tag === "Missing"
+    ? "is required"
+    : first._tag === "Unexpected"
+    ? "is not an allowed member"
+    : first.message.replace(/,?\s*actual[\s\S]*$/, "").replace(/^Expected /, "must be ")
+  return `${root}${path}: ${rule}`
+}
+
+/**
  * Decode a run input with the flow's schema, then encode it back: control stores the encoded
  * JSON form, so transforms run once at plan time. Failure → `InvalidInput` naming the path.
  *
@@ -171,9 +187,7 @@ export const codeIdentity = (flow: Any): string =>
 export const normalizeInput = (flow: Any, input: unknown): Effect.Effect<unknown, ControlError.InvalidInput> =>
   Schema.decodeUnknown(flow.input)(input).pipe(
     Effect.flatMap(Schema.encode(flow.input)),
-    Effect.mapError((error) =>
-      new ControlError.InvalidInput({ issue: `input: ${ParseResult.TreeFormatter.formatErrorSync(error)}` })
-    ),
+    Effect.mapError((error) => new ControlError.InvalidInput({ issue: issueOf("input", error) })),
     Effect.filterOrFail(
       (encoded) => isJson(encoded),
       () => new ControlError.InvalidInput({ issue: "input: encodes to a value that is not JSON" })
@@ -229,11 +243,22 @@ export interface Retry {
  */
 export const retryPolicy = (retry: Retry): ControlRuntime.RetryPolicy => ({
   maxAttempts: retry.maxAttempts,
-  initialDelayMs: Math.round(Duration.toMillis(Duration.decode(retry.initial ?? "1 second"))),
+  initialDelayMs: millisOf(retry.initial ?? "1 second"),
   factor: retry.factor ?? 2,
-  maxDelayMs: Math.round(Duration.toMillis(Duration.decode(retry.max ?? "5 minutes"))),
+  maxDelayMs: millisOf(retry.max ?? "5 minutes"),
   jitter: retry.jitter ?? true
 })
+
+/** Whole milliseconds of a finite, non-negative duration, else NaN (which the start refuses by field). */
+const millisOf = (input: unknown): number => {
+  // `Duration` reads a negative or NaN number as zero; a delay that says so is refused instead.
+  if (typeof input === "number" && !(input >= 0)) return Number.NaN
+  if (typeof input === "string" && /^\s*-/.test(input)) return Number.NaN
+  const decoded = Duration.decodeUnknown(input)
+  if (Option.isNone(decoded) || !Duration.isFinite(decoded.value)) return Number.NaN
+  const ms = Duration.toMillis(decoded.value)
+  return ms >= 0 ? Math.round(ms) : Number.NaN
+}
 
 /**
  * The `Schedule` of a stored retry policy: it recurs `maxAttempts - 1` times, each output being the
@@ -371,11 +396,9 @@ const availableAtOf = (options: StartOptions | undefined): Effect.Effect<number 
       return at
     }
     if (options?.delay !== undefined) {
-      const decoded = Duration.decodeUnknown(options.delay)
-      if (decoded._tag === "None" || !Duration.isFinite(decoded.value)) {
-        return yield* new ControlError.InvalidInput({ issue: "delay: must be a finite duration" })
-      }
-      return (yield* Clock.currentTimeMillis) + Math.ceil(Duration.toMillis(decoded.value))
+      const ms = millisOf(options.delay)
+      if (Number.isNaN(ms)) return yield* new ControlError.InvalidInput({ issue: "delay: must be a finite, non-negative duration" })
+      return (yield* Clock.currentTimeMillis) + ms
     }
     return undefined
   })
@@ -383,9 +406,7 @@ const availableAtOf = (options: StartOptions | undefined): Effect.Effect<number 
 /** Encode a typed input with the flow's schema: control decodes the encoded form. */
 const encodeInput = <I>(flow: Flow<I, any, any>, input: I, field: string) =>
   Schema.encode(flow.input)(input).pipe(
-    Effect.mapError((error) =>
-      new ControlError.InvalidInput({ issue: `${field}: ${ParseResult.TreeFormatter.formatIssueSync(error.issue).split("\n")[0]}` })
-    )
+    Effect.mapError((error) => new ControlError.InvalidInput({ issue: issueOf(field, error) }))
   )
 
 const startOptions = (flow: Any, options: StartOptions | undefined) =>

@@ -26,10 +26,10 @@ const retryIssue = (retry: StartRequest["retry"]): string | undefined => {
     return "retry.maxAttempts: must be an integer from 1 to 1000"
   }
   if (!Number.isSafeInteger(retry.initialDelayMs) || retry.initialDelayMs < 0) {
-    return "retry.initialDelayMs: must be a non-negative safe integer"
+    return "retry.initial: must be a finite, non-negative duration"
   }
   if (!Number.isSafeInteger(retry.maxDelayMs) || retry.maxDelayMs < retry.initialDelayMs) {
-    return "retry.maxDelayMs: must be a safe integer no less than initialDelayMs"
+    return "retry.max: must be a finite duration no shorter than retry.initial"
   }
   if (typeof retry.factor !== "number" || !Number.isFinite(retry.factor) || retry.factor < 1 || retry.factor > 100) {
     return "retry.factor: must be a number from 1 to 100"
@@ -131,6 +131,12 @@ export const makeStarts = (
       const flow = flows.find((f) => f.flowId === request.flowId)
       if (flow === undefined) return yield* Effect.fail(new FlowNotFound({ flowId: request.flowId }))
       if (flow.approval === "required") return yield* Effect.fail(new ApprovalRequired({ flowId: flow.flowId }))
+      if (request.parentRunId !== undefined) {
+        const parent = yield* sql<{ run_id: string }>`SELECT run_id FROM flows_runs WHERE run_id = ${request.parentRunId}`.pipe(
+          persist("start runs")
+        )
+        if (parent.length === 0) return yield* Effect.fail(new InvalidInput({ issue: "parentRunId: names no run" }))
+      }
       const many = request.inputs.length !== 1
       // Every input is decoded before anything is written: one bad input refuses the whole batch.
       const admitted = yield* Effect.forEach(request.inputs, (input, index) =>
