@@ -10,7 +10,8 @@ import type { PlanCard, RunSummary } from "../ControlSchema.js"
 import { isDurableTextOfLength, sha256, tryCanonical } from "./canonical.js"
 import { buildCard, decodeInput } from "./runtimePlanning.js"
 import type { SqlContext } from "./sqlContext.js"
-import { fenceOf, persist } from "./sqlContext.js"
+import { persist } from "./sqlContext.js"
+import { launchedSummary } from "./sqlPlans.js"
 import * as QueueSql from "./queueSql.js"
 import * as Sequences from "./sqlSequences.js"
 
@@ -219,21 +220,7 @@ export const makeStarts = (
               }
             }
             const claimant = yield* ctx.claimant
-            const deadline = card.envelope.budget.deadline
-            const summary: RunSummary = {
-              runId,
-              flowId: flow.flowId,
-              status: "accepted",
-              planId,
-              planDigest: card.digest,
-              ...(card.executionDigest === undefined ? {} : { executionDigest: card.executionDigest }),
-              ...(ctx.options.engineVersion === undefined ? {} : { engineVersion: ctx.options.engineVersion }),
-              ownerId: fenceOf(claimant),
-              ...(deadline === undefined ? {} : { deadlineAt: at + deadline }),
-              ...(request.parentRunId === undefined ? {} : { parentRunId: request.parentRunId }),
-              createdAt: at,
-              updatedAt: at
-            }
+            const summary = launchedSummary(ctx, card, runId, claimant, at, request.parentRunId)
             yield* ctx.store.create(
               runId,
               JSON.stringify(summary),
