@@ -10,8 +10,9 @@ import * as RunStore from "@baton/run-store/RunStore"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Effect, Layer } from "effect"
 import * as ApprovalAuthority from "./ApprovalAuthority.js"
-import { PersistenceError } from "./ControlError.js"
+import { PersistenceError, RunNotFound } from "./ControlError.js"
 import type { Service } from "./ControlRuntime.js"
+import type { RunSummary } from "./ControlSchema.js"
 import { ControlRuntime } from "./ControlRuntime.js"
 import { makeApprovals } from "./internal/sqlApprovals.js"
 import type { SqlOptions } from "./internal/sqlContext.js"
@@ -19,7 +20,7 @@ import { makeContext } from "./internal/sqlContext.js"
 import { makeListing } from "./internal/sqlListing.js"
 import { makeOwnership } from "./internal/sqlOwnership.js"
 import { makePlans } from "./internal/sqlPlans.js"
-import { requireRow } from "./internal/sqlRows.js"
+import { readProjected } from "./internal/sqlProjection.js"
 import { makeSignals } from "./internal/sqlSignals.js"
 import * as Migrations from "./Migrations.js"
 
@@ -79,7 +80,13 @@ export const make = (
       installBulkGrant: approvals.installBulkGrant,
       resolveApproval: approvals.resolveApproval,
       launch: plans.launch,
-      getRun: (runId) => Effect.flatMap(requireRow(ctx, runId), ownership.project),
+      getRun: (runId) =>
+        Effect.flatMap(readProjected(ctx, runId), (projected): Effect.Effect<RunSummary, RunNotFound | PersistenceError> =>
+          projected === undefined
+            ? Effect.fail(new RunNotFound({ runId }))
+            : projected.error === undefined
+            ? Effect.succeed(projected.summary)
+            : Effect.fail(projected.error)),
       pageRunIds: listing.pageRunIds,
       queryRuns: listing.queryRuns,
       hostCandidates: listing.hostCandidates,
@@ -100,6 +107,7 @@ export const make = (
       registerFiber: ownership.registerFiber,
       interrupt: ownership.interrupt,
       codeDrift: ownership.codeDrift,
+      codeDrifts: ownership.codeDrifts,
       recordedCode: ownership.recordedCode,
       resume: ownership.resume,
       resumeAdopting: ownership.resumeAdopting,

@@ -44,14 +44,31 @@ export interface RunRow {
 /** Raw selected columns. */
 export type RawRow = Record<string, unknown>
 
+/** Each column every run read selects: its expression over `r`, `cr`, `rr` and the name it answers as. */
+const runColumnList: ReadonlyArray<readonly [expression: string, name: string]> = [
+  ...[
+    "row_seq", "run_id", "status", "created_at_ms", "started_at_ms", "finished_at_ms",
+    "owner_host_id", "owner_pid", "owner_nonce", "heartbeat_at_ms",
+    "claim_host_id", "claim_pid", "claim_nonce", "claimed_at_ms",
+    "parent_run_id", "lineage_id", "round_ordinal", "cancel_requested_at_ms",
+    "waiting_reason", "waiting_token", "waiting_request", "state_json"
+  ].map((name) => [`r.${name}`, name] as const),
+  ["cr.run_id", "launch_run_id"],
+  ["cr.created_seq", "created_seq"],
+  ["cr.principal_id", "principal_id"],
+  ["cr.principal_kind", "principal_kind"],
+  ["rr.requested_seq", "requested_seq"]
+]
+
+/** The names `runColumns` answers, in order (what `toRow` reads). */
+export const runColumnNames: ReadonlyArray<string> = runColumnList.map(([, name]) => name)
+
+const runColumnText = runColumnList
+  .map(([expression, name]) => (expression.endsWith(`.${name}`) ? expression : `${expression} AS ${name}`))
+  .join(", ")
+
 /** The column list every run read selects (aliases `r`, `cr`, `rr`). */
-export const runColumns = (ctx: SqlContext): Fragment =>
-  ctx.sql`r.row_seq, r.run_id, r.status, r.created_at_ms, r.started_at_ms, r.finished_at_ms,
-    r.owner_host_id, r.owner_pid, r.owner_nonce, r.heartbeat_at_ms,
-    r.claim_host_id, r.claim_pid, r.claim_nonce, r.claimed_at_ms,
-    r.parent_run_id, r.lineage_id, r.round_ordinal, r.cancel_requested_at_ms,
-    r.waiting_reason, r.waiting_token, r.waiting_request, r.state_json,
-    cr.run_id AS launch_run_id, cr.created_seq, cr.principal_id, cr.principal_kind, rr.requested_seq`
+export const runColumns = (ctx: SqlContext): Fragment => ctx.sql.literal(runColumnText)
 
 /** The FROM clause matching `runColumns`. */
 export const runFrom = (ctx: SqlContext): Fragment =>
