@@ -48,14 +48,9 @@ export const waitWalkCtes = (ctx: SqlContext, withSpawn: boolean, reasons: Reado
 export const waitWalk = (ctx: SqlContext, withSpawn: boolean, reasons: ReadonlyArray<string>): Fragment =>
   ctx.sql`WITH RECURSIVE ${waitWalkCtes(ctx, withSpawn, reasons)}`
 
-/**
- * A JSON object of named columns of `alias` (names are this package's constants, never input): SQLite
- * `json_object`, PostgreSQL `json_build_object` (which takes at most 50 pairs).
- */
-export const jsonColumns = (ctx: SqlContext, alias: string, names: ReadonlyArray<string>): Fragment =>
-  ctx.sql.literal(
-    `${ctx.isPostgres ? "json_build_object" : "json_object"}(${names.map((n) => `'${n}', ${alias}.${n}`).join(", ")})`
-  )
+/** A JSON array of SQL values: SQLite `json_array`, PostgreSQL `json_build_array` (at most 100 values). */
+export const jsonValues = (ctx: SqlContext, values: ReadonlyArray<Fragment | string>): Fragment =>
+  ctx.sql`${ctx.sql.literal(ctx.isPostgres ? "json_build_array" : "json_array")}(${ctx.sql.join(", ", false)(values)})`
 
 /**
  * The JSON array (as text, `[]` when there are no rows) of `element` over the rows of `from`, in `order`.
@@ -64,9 +59,3 @@ export const jsonArray = (ctx: SqlContext, element: Fragment, from: Fragment, or
   ctx.isPostgres
     ? ctx.sql`(SELECT COALESCE(json_agg(${element} ORDER BY ${order}), '[]'::json)::text FROM ${from})`
     : ctx.sql`(SELECT json_group_array(${element} ORDER BY ${order}) FROM ${from})`
-
-/** A JSON object of named SQL values (names are this package's constants, never input). */
-export const jsonObject = (ctx: SqlContext, pairs: ReadonlyArray<readonly [name: string, value: Fragment | string]>): Fragment =>
-  ctx.sql`${ctx.sql.literal(ctx.isPostgres ? "json_build_object" : "json_object")}(${
-    ctx.sql.join(", ", false)(pairs.flatMap(([name, value]) => [`'${name}'`, value]))
-  })`

@@ -19,7 +19,7 @@ import { checkLimit, checkOrdinal, cursorIssue } from "./runtimeChecks.js"
 import type { SqlContext } from "./sqlContext.js"
 import { persist } from "./sqlContext.js"
 import { idSet, jsonMember } from "./sqlFragments.js"
-import type { Probe } from "./sqlPage.js"
+import type { Tables } from "./sqlPage.js"
 import { probe, readPage } from "./sqlPage.js"
 import { assemble } from "./sqlProjection.js"
 import { awaitEnded, settledRowSeq } from "./sqlSettled.js"
@@ -64,8 +64,8 @@ export const makeListing = (ctx: SqlContext) => {
   const staleAfterMs = Duration.toMillis(Heartbeat.heartbeatStaleAfter)
 
   // `bound`: only rows at or below this `row_seq` (a settled number, see `sqlSettled`).
-  const selectionOf = (query: RunQuery, found: Probe, bound?: number) => {
-    const withSpawn = found.spawnEdges
+  const selectionOf = (query: RunQuery, tables: Tables, bound?: number) => {
+    const withSpawn = tables.spawnEdges
     const f = query.filters ?? {}
     const newest = query.order === "newest"
     const conditions: Array<Fragment> = []
@@ -111,24 +111,29 @@ export const makeListing = (ctx: SqlContext) => {
     })
 
   // A cursor is the key of the last row a page selected: a (rowSeq, runId) naming no such row is forged
-  // (or its run was deleted since) and would silently skip runs. The probe reads the cursor's row.
+  // (or its run was deleted since) and would silently skip runs. The page statement reads the cursor's row.
   const queryRuns = (query: RunQuery): Effect.Effect<RunPage, InvalidInput | import("../ControlError.js").PersistenceError> =>
     Effect.gen(function*() {
       const limit = yield* checkQuery(query)
       const operation = "list runs"
-      const found = yield* probe(ctx, operation, query.cursor?.runId)
-      if (query.cursor !== undefined && found.cursorRowSeq !== query.cursor.rowSeq) {
+      // PostgreSQL reads how far run numbers have settled first (and the tables); SQLite needs neither.
+      const found = ctx.isPostgres ? yield* probe(ctx, operation) : undefined
+      const read = (bound?: number) =>
+        readPage(ctx, (tables) => selectionOf({ ...query, limit }, tables, bound), operation, {
+          tables: found?.tables,
+          cursorRunId: query.cursor?.runId
+        })
+      let page = yield* read()
+      if (query.cursor !== undefined && page.cursorRowSeq !== query.cursor.rowSeq) {
         return yield* Effect.fail(new InvalidInput({ issue: cursorIssue }))
       }
-      const read = (bound?: number) => readPage(ctx, found, selectionOf({ ...query, limit }, found, bound), operation)
-      let page = yield* read()
       let more = page.rows.length > limit
       // A page that hands out a cursor must not pass a number whose create may still commit (on
       // PostgreSQL numbers are not taken in commit order): every row it lists must be at or below a
       // settled number. The probe read the sequence, then the writes then in flight: with none, its
       // number is settled and this page (read after it) misses nothing below it; otherwise wait for
       // them and read again below it. A last page hands out no cursor and keeps every committed row.
-      const settle = found.settle
+      const settle = found?.settle
       if (more && settle !== undefined) {
         const listed = page.rows.slice(0, limit)
         if (settle.holders.length > 0 || listed.some((r) => r.rowSeq > settle.last)) {

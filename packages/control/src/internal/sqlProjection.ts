@@ -13,7 +13,7 @@ import * as CancelEvidence from "./cancelEvidence.js"
 import type { SqlContext } from "./sqlContext.js"
 import { idSet } from "./sqlFragments.js"
 import type { PageRead } from "./sqlPage.js"
-import { probe, readPage } from "./sqlPage.js"
+import { readPage } from "./sqlPage.js"
 import type { RunRow } from "./sqlRows.js"
 import { readState, unreadableSummary, withLaunchedBy } from "./sqlRows.js"
 
@@ -154,7 +154,7 @@ export const assemble = (
   })
 
 /**
- * Project rows (in order) into full summaries: one probe and one page statement over their ids (see
+ * Project rows (in order) into full summaries: one page statement over their ids (see
  * `assemble`). Fails only when the statements fail (`PersistenceError`, operation "project runs").
  */
 export const projectRows = (
@@ -164,20 +164,18 @@ export const projectRows = (
   Effect.gen(function*() {
     if (rows.length === 0) return []
     const operation = "project runs"
-    const found = yield* probe(ctx, operation)
     const where = ctx.sql`WHERE r.run_id IN ${idSet(ctx, rows.map((r) => r.runId))}`
-    const read = yield* readPage(ctx, found, { where, approvalWalk: false }, operation)
+    const read = yield* readPage(ctx, () => ({ where, approvalWalk: false }), operation)
     return yield* assemble(rows, read)
   })
 
 /**
- * One run read and projected in two statements (the probe and a page statement by id); `undefined` when
+ * One run read and projected in one page statement by id; `undefined` when
  * no such run exists. A corrupt stored value answers its `PersistenceError` beside the flagged summary.
  */
 export const readProjected = (ctx: SqlContext, runId: string): Effect.Effect<Projected | undefined, PersistenceError> =>
   Effect.gen(function*() {
     const operation = "read a run"
-    const found = yield* probe(ctx, operation)
-    const read = yield* readPage(ctx, found, { where: ctx.sql`WHERE r.run_id = ${runId}`, approvalWalk: false }, operation)
+    const read = yield* readPage(ctx, () => ({ where: ctx.sql`WHERE r.run_id = ${runId}`, approvalWalk: false }), operation)
     return read.rows.length === 0 ? undefined : (yield* assemble(read.rows, read))[0]
   })
