@@ -200,21 +200,27 @@ const staticParts = (ctx: SqlContext, found: Tables, order: "ASC" | "DESC", repo
     sql`COALESCE(${jsonMember(ctx, waitRun, "$.flowId")}, ${jsonMember(ctx, waitRun, "$.flowName")})`,
     found.executionFlow ? "wr.execution_flow" : "NULL"
   ])
+  const types = sql.literal(`(${evidenceTypes.map((t) => `'${t}'`).join(", ")})`)
   const events = found.journal
     ? jsonArray(
       ctx,
       jsonValues(ctx, ["e.run_id", "e.seq", "e.event_type", "e.payload_json", "e.emitted_at_ms"]),
-      sql`flows_journal_events e WHERE e.run_id IN (SELECT run_id FROM chain)
-        AND e.event_type IN ${sql.literal(`(${evidenceTypes.map((t) => `'${t}'`).join(", ")})`)}`,
+      ctx.isPostgres
+        ? sql`(SELECT DISTINCT run_id FROM chain) k CROSS JOIN LATERAL (SELECT * FROM flows_journal_events j
+            WHERE j.run_id = k.run_id AND j.event_type IN ${types} OFFSET 0) e`
+        : sql`flows_journal_events e WHERE e.run_id IN (SELECT run_id FROM chain) AND e.event_type IN ${types}`,
       sql`e.run_id, e.seq`
     )
     : sql`'[]'`
-  // SQLite walks each edge kind in its own recursive step, from the walk's row to its children through
-  // the parent index (CROSS JOIN keeps that order; statistics of a column that is mostly NULL would
-  // otherwise make a scan look cheaper); PostgreSQL plans the join over the edges.
+  // Per row of the walk (and per chain member for its journal), lookups by index: SQLite walks each edge
+  // kind in its own recursive step through the parent index (CROSS JOIN keeps that order; statistics of
+  // a column that is mostly NULL would otherwise make a scan look cheaper); PostgreSQL joins LATERAL
+  // (OFFSET 0 keeps the subquery from being flattened), so no step hashes every child run (or every
+  // evidence entry) of the database.
   const child = "c.run_id, d.depth + 1, c.waiting_reason, c.waiting_token, c.status"
   const downSteps = ctx.isPostgres
-    ? sql`SELECT d.root_id, ${sql.literal(child)} FROM down d JOIN (${waitEdges(ctx, spawn)}) e ON e.parent_id = d.run_id
+    ? sql`SELECT d.root_id, ${sql.literal(child)} FROM down d
+        CROSS JOIN LATERAL (SELECT * FROM (${waitEdges(ctx, spawn)}) edge WHERE edge.parent_id = d.run_id OFFSET 0) e
         JOIN flows_runs c ON c.run_id = e.child_id
         WHERE d.depth < 64`
     : sql`SELECT d.root_id, ${sql.literal(child)} FROM down d CROSS JOIN flows_runs c INDEXED BY flows_runs_parent_run_id_idx
