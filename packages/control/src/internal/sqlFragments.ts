@@ -53,9 +53,12 @@ export const jsonValues = (ctx: SqlContext, values: ReadonlyArray<Fragment | str
   ctx.sql`${ctx.sql.literal(ctx.isPostgres ? "json_build_array" : "json_array")}(${ctx.sql.join(", ", false)(values)})`
 
 /**
- * The JSON array (as text, `[]` when there are no rows) of `element` over the rows of `from`, in `order`.
+ * The JSON array (as text, `[]` when there are no rows) of `element` over the rows of `from`, in `order`
+ * (without one, in whatever order `from` yields them).
  */
-export const jsonArray = (ctx: SqlContext, element: Fragment, from: Fragment, order: Fragment): Fragment =>
-  ctx.isPostgres
-    ? ctx.sql`(SELECT COALESCE(json_agg(${element} ORDER BY ${order}), '[]'::json)::text FROM ${from})`
-    : ctx.sql`(SELECT json_group_array(${element} ORDER BY ${order}) FROM ${from})`
+export const jsonArray = (ctx: SqlContext, element: Fragment, from: Fragment, order?: Fragment): Fragment => {
+  const by = order === undefined ? ctx.sql`` : ctx.sql` ORDER BY ${order}`
+  return ctx.isPostgres
+    ? ctx.sql`(SELECT COALESCE(json_agg(${element}${by}), '[]'::json)::text FROM ${from})`
+    : ctx.sql`(SELECT json_group_array(${element}${by}) FROM ${from})`
+}

@@ -20,7 +20,7 @@ import type { SqlContext } from "./sqlContext.js"
 import { persist } from "./sqlContext.js"
 import { idSet, jsonMember } from "./sqlFragments.js"
 import type { Tables } from "./sqlPage.js"
-import { probe, readPage } from "./sqlPage.js"
+import { readPage, settleState } from "./sqlPage.js"
 import { assemble } from "./sqlProjection.js"
 import { awaitEnded, settledRowSeq } from "./sqlSettled.js"
 import type { RawRow } from "./sqlRows.js"
@@ -116,13 +116,10 @@ export const makeListing = (ctx: SqlContext) => {
     Effect.gen(function*() {
       const limit = yield* checkQuery(query)
       const operation = "list runs"
-      // PostgreSQL reads how far run numbers have settled first (and the tables); SQLite needs neither.
-      const found = ctx.isPostgres ? yield* probe(ctx, operation) : undefined
+      // PostgreSQL reads how far run numbers have settled first; SQLite numbers runs in commit order.
+      const settle = ctx.isPostgres ? yield* settleState(ctx, operation) : undefined
       const read = (bound?: number) =>
-        readPage(ctx, (tables) => selectionOf({ ...query, limit }, tables, bound), operation, {
-          tables: found?.tables,
-          cursorRunId: query.cursor?.runId
-        })
+        readPage(ctx, (tables) => selectionOf({ ...query, limit }, tables, bound), operation, query.cursor?.runId)
       let page = yield* read()
       if (query.cursor !== undefined && page.cursorRowSeq !== query.cursor.rowSeq) {
         return yield* Effect.fail(new InvalidInput({ issue: cursorIssue }))
@@ -130,10 +127,9 @@ export const makeListing = (ctx: SqlContext) => {
       let more = page.rows.length > limit
       // A page that hands out a cursor must not pass a number whose create may still commit (on
       // PostgreSQL numbers are not taken in commit order): every row it lists must be at or below a
-      // settled number. The probe read the sequence, then the writes then in flight: with none, its
-      // number is settled and this page (read after it) misses nothing below it; otherwise wait for
+      // settled number. The settle state read the sequence, then the writes then in flight: with none,
+      // its number is settled and this page (read after it) misses nothing below it; otherwise wait for
       // them and read again below it. A last page hands out no cursor and keeps every committed row.
-      const settle = found?.settle
       if (more && settle !== undefined) {
         const listed = page.rows.slice(0, limit)
         if (settle.holders.length > 0 || listed.some((r) => r.rowSeq > settle.last)) {

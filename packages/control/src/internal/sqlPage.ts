@@ -2,10 +2,9 @@
  * A page of runs and everything their projection reads, in one statement answering, as JSON arrays, the
  * page's rows, their ancestor chains (parents and cancel requests), the open waits below them and the
  * cancel evidence in their journals, with the cursor's row. Which optional engine tables and columns
- * exist decides the statement's text (it never names a missing one). A PostgreSQL listing reads them in
- * its probe, with how far run numbers have settled; every other read (a SQLite listing: SQLite numbers
- * runs in commit order; a read by ids) states them in the page statement itself, and reads again when
- * they differ from the ones it was built with.
+ * exist decides the statement's text (it never names a missing one): the page statement states them
+ * itself, and is read again when they differ from the ones it was built with. A PostgreSQL listing reads
+ * how far run numbers have settled before its page (SQLite numbers runs in commit order).
  */
 import type { Fragment } from "@effect/sql/Statement"
 import { Effect } from "effect"
@@ -29,16 +28,12 @@ export interface Tables {
   readonly journal: boolean
 }
 
-/** What the PostgreSQL probe found. */
-export interface Probe {
-  readonly tables: Tables
-  /**
-   * The last number the run number sequence had handed out when read, and the transactions then holding
-   * a write lock on `flows_runs` (every number at or below `last` is settled once they have ended).
-   * `undefined` without the sequence.
-   */
-  readonly settle: { readonly last: number; readonly holders: ReadonlyArray<string> } | undefined
-}
+/**
+ * How far run numbers have settled on PostgreSQL: the last number the run number sequence had handed out
+ * when read, and the transactions then holding a write lock on `flows_runs` (every number at or below
+ * `last` is settled once they have ended). `undefined` without the sequence.
+ */
+export type Settle = { readonly last: number; readonly holders: ReadonlyArray<string> } | undefined
 
 const yes = (value: unknown): boolean => Number(value) === 1
 
@@ -61,21 +56,18 @@ const tablesOf = (row: RawRow): Tables => ({
 const sameTables = (a: Tables, b: Tables) =>
   a.spawnEdges === b.spawnEdges && a.executionFlow === b.executionFlow && a.journal === b.journal
 
-/** One statement (PostgreSQL): the tables and the settle state (see `Probe`), the sequence read first. */
-export const probe = (ctx: SqlContext, operation: string): Effect.Effect<Probe, PersistenceError> => {
+/** One statement (PostgreSQL): the settle state (see `Settle`), the sequence read before the locks. */
+export const settleState = (ctx: SqlContext, operation: string): Effect.Effect<Settle, PersistenceError> => {
   const { sql } = ctx
   return sql<RawRow>`WITH s AS MATERIALIZED (SELECT to_regclass('flows_run_row_seq') IS NOT NULL AS has_seq,
         pg_sequence_last_value(to_regclass('flows_run_row_seq')) AS last)
-      SELECT ${tableColumns(ctx)}, s.has_seq, s.last,
-        ${writeHoldersJson(ctx, "flows_runs", sql`s.has_seq`)} AS holders
-      FROM s`.pipe(
-    Effect.map(([row]): Probe => ({
-      tables: tablesOf(row!),
-      // A sequence that has handed out no number yet (a NULL last value) has settled nothing above 0.
-      settle: yes(row!.has_seq)
+      SELECT s.has_seq, s.last, ${writeHoldersJson(ctx, "flows_runs", sql`s.has_seq`)} AS holders FROM s`.pipe(
+    // A sequence that has handed out no number yet (a NULL last value) has settled nothing above 0.
+    Effect.map(([row]): Settle =>
+      yes(row!.has_seq)
         ? { last: row!.last === null ? 0 : Number(row!.last), holders: holdersOf(row!.holders as string | null) }
         : undefined
-    })),
+    ),
     persist(operation)
   )
 }
@@ -148,20 +140,17 @@ const parseArray = <A>(operation: string, text: unknown, column: string): Effect
 
 /**
  * The selected rows and what their projection reads (see the module comment), reading the row of
- * `cursorRunId` when given. With `tables` (the PostgreSQL probe's): one statement over them. Without:
- * one statement over the tables this runtime last saw, which also reports the tables that exist, and
- * again when they changed since (or a table it named went missing).
+ * `cursorRunId` when given: one statement over the tables this runtime last saw, which also reports the
+ * tables that exist, and again when they changed since (or a table it named went missing).
  */
 export const readPage = (
   ctx: SqlContext,
   selection: (tables: Tables) => Selection,
   operation: string,
-  options: { readonly tables?: Tables | undefined; readonly cursorRunId?: string | undefined } = {}
+  cursorRunId?: string
 ): Effect.Effect<PageRead, PersistenceError> =>
   Effect.gen(function*() {
-    const run = (tables: Tables, report: boolean) =>
-      pageStatement(ctx, tables, selection(tables), options.cursorRunId, report, operation)
-    if (options.tables !== undefined) return (yield* run(options.tables, false).pipe(persist(operation))).read
+    const run = (tables: Tables, report: boolean) => pageStatement(ctx, tables, selection(tables), cursorRunId, report, operation)
     const known = seen.get(ctx) ?? { spawnEdges: false, executionFlow: false, journal: true }
     // A table seen before and dropped since fails the statement: read again naming no optional table,
     // which reports what exists.
@@ -173,12 +162,12 @@ export const readPage = (
 
 const none: Tables = { spawnEdges: false, executionFlow: false, journal: false }
 
-// The statement's text after the page is the same for every page of a dialect, table set and order:
+// The statement's text after the page is the same for every page of a dialect and table set:
 // built and compiled once, then sent as a literal (the page's own conditions carry the parameters).
 const staticText = new Map<string, { readonly ctes: string; readonly select: string }>()
 
-const staticParts = (ctx: SqlContext, found: Tables, order: "ASC" | "DESC", report: boolean) => {
-  const key = JSON.stringify([ctx.isPostgres, found.spawnEdges, found.executionFlow, found.journal, order, report])
+const staticParts = (ctx: SqlContext, found: Tables, report: boolean) => {
+  const key = JSON.stringify([ctx.isPostgres, found.spawnEdges, found.executionFlow, found.journal, report])
   const known = staticText.get(key)
   if (known !== undefined) return known
   const { sql } = ctx
@@ -252,7 +241,9 @@ const staticParts = (ctx: SqlContext, found: Tables, order: "ASC" | "DESC", repo
       UNION
       ${downSteps}
     )`
-  const select = sql`${jsonArray(ctx, jsonValues(ctx, runColumnNames.map((name) => `p.${name}`)), sql`page p`, sql`p.row_seq ${sql.literal(order)}`)} AS runs,
+  // The page's rows are put in keyset order by the caller (sorting 51 numbers costs less than ordering
+  // the aggregate).
+  const select = sql`${jsonArray(ctx, jsonValues(ctx, runColumnNames.map((name) => `p.${name}`)), sql`page p`)} AS runs,
       ${
     jsonArray(
       ctx,
@@ -301,14 +292,14 @@ const pageStatement = (
       : sql`ORDER BY r.row_seq ${sql.literal(order)} LIMIT ${selection.keyset.limit}`
     const walk = selection.approvalWalk ? sql`${waitWalkCtes(ctx, found.spawnEdges, ["approval"])},` : sql``
     const cursor = cursorRunId === undefined ? sql`NULL` : sql`(SELECT row_seq FROM flows_runs WHERE run_id = ${cursorRunId})`
-    const { ctes, select } = staticParts(ctx, found, order, report)
+    const { ctes, select } = staticParts(ctx, found, report)
     const [row] = yield* sql<RawRow>`WITH RECURSIVE ${walk}
       page AS MATERIALIZED (SELECT ${runColumns(ctx)} FROM ${runFrom(ctx)} ${selection.where} ${keyset}),
       ${sql.literal(ctes)}
       SELECT ${cursor} AS cursor_seq, ${sql.literal(select)}`
     const runs = yield* parseArray<ReadonlyArray<unknown>>(operation, row!.runs, "runs")
     const read: PageRead = {
-      rows: runs.map(toRowFromValues),
+      rows: runs.map(toRowFromValues).sort(order === "ASC" ? (a, b) => a.rowSeq - b.rowSeq : (a, b) => b.rowSeq - a.rowSeq),
       cursorRowSeq: row!.cursor_seq === null || row!.cursor_seq === undefined ? undefined : Number(row!.cursor_seq),
       chain: (yield* parseArray<Values>(operation, row!.chain, "chain")).map(([run_id, parent_run_id, spawn_parent, cancel_at]) => ({
         run_id: run_id as string,
