@@ -1,6 +1,7 @@
 /**
  * Counts what a process sends to its database, at the driver: SQL statements, transactions
- * (`BEGIN`s) and, on PostgreSQL, round trips (calls of node-postgres' `Client.prototype.query`,
+ * (`BEGIN`s), write transactions (a transaction with at least one `INSERT`/`UPDATE`/`DELETE`, or
+ * one such statement sent alone in autocommit) and, on PostgreSQL, round trips (calls of node-postgres' `Client.prototype.query`,
  * which the pool's clients share). It patches the driver prototypes, so it sees every
  * statement the stores issue, transaction control included (the transaction driver sends
  * `BEGIN`/`COMMIT` on the raw connection, past `@effect/sql`'s statement transformers).
@@ -18,10 +19,11 @@ const requireFromDatabase = createRequire(path.join(repoRoot, "packages", "datab
 export interface Counts {
   readonly statements: number
   readonly transactions: number
+  readonly writeTransactions: number
   readonly roundTrips: number
 }
 
-const totals = { statements: 0, transactions: 0, roundTrips: 0 }
+const totals = { statements: 0, transactions: 0, writeTransactions: 0, roundTrips: 0 }
 
 /** A copy of the totals now. */
 export const snapshot = (): Counts => ({ ...totals })
@@ -30,6 +32,7 @@ export const snapshot = (): Counts => ({ ...totals })
 export const diff = (before: Counts, after: Counts): Counts => ({
   statements: after.statements - before.statements,
   transactions: after.transactions - before.transactions,
+  writeTransactions: after.writeTransactions - before.writeTransactions,
   roundTrips: after.roundTrips - before.roundTrips
 })
 
@@ -77,10 +80,35 @@ export const matching = (pattern: RegExp): (() => number) => {
   return () => entry.count
 }
 
-const record = (text: string, parameterised: boolean) => {
+const listeners: Array<(statement: string) => void> = []
+
+/** Calls `listener` with the text of every statement counted from now on (to see which ones an idle process sends). */
+export const onStatement = (listener: (statement: string) => void): void => {
+  listeners.push(listener)
+}
+
+const writes = /^\s*(INSERT|UPDATE|DELETE|REPLACE)\b|^\s*WITH\b[\s\S]*\b(INSERT|UPDATE|DELETE)\b/i
+
+/** Per connection: inside a transaction, and whether it has written yet. */
+const sessions = new WeakMap<object, { open: boolean; wrote: boolean }>()
+
+const record = (connection: object, text: string, parameterised: boolean) => {
+  let session = sessions.get(connection)
+  if (session === undefined) sessions.set(connection, session = { open: false, wrote: false })
   for (const statement of statementsIn(text, parameterised)) {
     totals.statements++
-    if (/^\s*BEGIN\b/i.test(statement)) totals.transactions++
+    for (const listener of listeners) listener(statement)
+    if (/^\s*BEGIN\b/i.test(statement)) {
+      totals.transactions++
+      session.open = true
+      session.wrote = false
+    } else if (/^\s*(COMMIT|ROLLBACK|END)\s*$/i.test(statement)) {
+      if (session.open && session.wrote) totals.writeTransactions++
+      session.open = false
+    } else if (writes.test(statement)) {
+      if (session.open) session.wrote = true
+      else totals.writeTransactions++
+    }
     for (const entry of patterns) if (entry.pattern.test(statement)) entry.count++
   }
 }
@@ -98,14 +126,14 @@ export const installSqlite = (): void => {
   probe.close()
   for (const method of ["run", "all", "get", "iterate"] as const) {
     const original = statementPrototype[method]
-    statementPrototype[method] = function(this: { readonly source: string }, ...args: Array<unknown>) {
-      record(this.source, true)
+    statementPrototype[method] = function(this: { readonly source: string; readonly database: object }, ...args: Array<unknown>) {
+      record(this.database, this.source, true)
       return original.apply(this, args)
     }
   }
   const exec = Database.prototype.exec
-  Database.prototype.exec = function(this: unknown, text: string) {
-    record(text, false)
+  Database.prototype.exec = function(this: object, text: string) {
+    record(this, text, false)
     return exec.call(this, text)
   }
 }
@@ -116,12 +144,12 @@ export const installPg = (): void => {
   pgInstalled = true
   const pg = requireFromDatabase("pg")
   const query = pg.Client.prototype.query
-  pg.Client.prototype.query = function(this: unknown, config: unknown, values?: unknown, callback?: unknown) {
+  pg.Client.prototype.query = function(this: object, config: unknown, values?: unknown, callback?: unknown) {
     const text = typeof config === "string" ? config : (config as { text?: unknown } | null)?.text
     const params = Array.isArray(values) ? values : (config as { values?: unknown } | null)?.values
     if (typeof text === "string") {
       totals.roundTrips++
-      record(text, Array.isArray(params) && params.length > 0)
+      record(this, text, Array.isArray(params) && params.length > 0)
     }
     return query.call(this, config, values, callback)
   }

@@ -10,7 +10,7 @@
  */
 import * as Journal from "@baton/journal/Journal"
 import * as RunStore from "@baton/run-store/RunStore"
-import { Context, Effect, Layer, Option } from "effect"
+import { Clock, Context, Effect, Layer, Option } from "effect"
 import * as ControlError from "./ControlError.js"
 import * as ControlExecutor from "./ControlExecutor.js"
 import * as ControlRuntime from "./ControlRuntime.js"
@@ -145,6 +145,10 @@ type E = ControlError.ControlError
  *   or whose engine differs); a run id
  *   that is not 1..1024 well-formed characters fails `InvalidInput`.
  * - `plan` answers the card with its `inputSummary` redacted (journal `Redaction`).
+ * - `start` / `startMany` (since 0.2.0): create runs of a flow that needs no approval, in one
+ *   transaction, with an approved plan each; a run available now is handed to this process's executor
+ *   when it has one, otherwise it waits released in its queue for a host's claim. `getRun` of a
+ *   finished run carries its `result` (completed) or `error` (failed) as the engine recorded it.
  *
  * Bad input fails `InvalidInput` naming the field and the rule, and writes nothing.
  *
@@ -208,7 +212,79 @@ export interface Service {
     ControlError.RunNotFound | ControlError.InvalidInput | ControlError.PersistenceError
   >
   readonly list: (request: ControlSchema.ListRequest) => Effect.Effect<ControlSchema.ListResponse, E>
+  readonly start: (input: StartInput) => Effect.Effect<Started, StartError>
+  readonly startMany: (input: StartManyInput) => Effect.Effect<ReadonlyArray<Started>, StartError>
 }
+
+/**
+ * Where and when started runs wait for a host: `queue` (default `"default"`, 1..128 of
+ * `[a-z0-9._:/-]`), `priority` (integer, higher claimed first; default 0), `availableAt` (epoch ms; not
+ * claimed before), `retry` (attempts and backoff after a failure), `parentRunId`.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export interface StartOptions {
+  readonly queue?: string | undefined
+  readonly priority?: number | undefined
+  readonly availableAt?: number | undefined
+  readonly retry?: ControlRuntime.RetryPolicy | undefined
+  readonly parentRunId?: ControlSchema.RunId | undefined
+  readonly principal?: PrincipalInput | undefined
+}
+
+/**
+ * A start of one run: the flow, its raw input (decoded by the flow's schema), and an optional
+ * idempotency key (the same key and input answer the same run; other input fails `IdempotencyConflict`).
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export interface StartInput extends StartOptions {
+  readonly flowId: string
+  readonly input: unknown
+  readonly idempotencyKey?: string | undefined
+}
+
+/**
+ * A start of many runs of one flow in one transaction; `idempotencyKeys`, when given, holds one entry
+ * (a key or `undefined`) per input.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export interface StartManyInput extends StartOptions {
+  readonly flowId: string
+  readonly inputs: ReadonlyArray<unknown>
+  readonly idempotencyKeys?: ReadonlyArray<string | undefined> | undefined
+}
+
+/**
+ * A started run: its id, its status when the start answered, and `created` (false when an idempotency
+ * key named an earlier run).
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export interface Started {
+  readonly runId: ControlSchema.RunId
+  readonly status: ControlSchema.RunStatus
+  readonly created: boolean
+}
+
+/**
+ * Errors of `start` and `startMany`: nothing was written.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export type StartError =
+  | ControlError.FlowNotFound
+  | ControlError.ApprovalRequired
+  | ControlError.IdempotencyConflict
+  | ControlError.InvalidInput
+  | ControlError.ClaimLost
+  | ControlError.PersistenceError
 
 /**
  * Errors of `approve` and `deny`.
@@ -712,8 +788,80 @@ export const make: Effect.Effect<Service, never, ControlRuntime.ControlRuntime |
     const getRun: Service["getRun"] = (raw) =>
       admitId("getRun", "runId", raw).pipe(
         Effect.flatMap((runId) => runtime.getRun(runId)),
-        Effect.flatMap(decorate)
+        Effect.flatMap(decorate),
+        Effect.flatMap((summary) =>
+          summary.status !== "completed" && summary.status !== "failed"
+            ? Effect.succeed(summary)
+            : Effect.map(runtime.runResult(summary.runId), (result): ControlSchema.RunSummary =>
+              result === undefined
+                ? summary
+                : result._tag === "Failed"
+                ? { ...summary, error: result.error as ControlSchema.Json }
+                : result.value === undefined
+                ? summary
+                : { ...summary, result: result.value as ControlSchema.Json })
+        )
       )
+
+    // ---- start --------------------------------------------------------------
+    const startRuns = (request: StartManyInput): Effect.Effect<ReadonlyArray<Started>, StartError> =>
+      Effect.gen(function*() {
+        const principal = yield* runtime.stampPrincipal(
+          request.principal === undefined ? undefined : { id: request.principal.id, kind: request.principal.kind }
+        )
+        const many = request.inputs.length !== 1
+        const now = yield* Clock.currentTimeMillis
+        const started = yield* transact(
+          host,
+          "start",
+          Effect.gen(function*() {
+            const runs = yield* runtime.start({
+              flowId: request.flowId,
+              inputs: request.inputs,
+              idempotencyKeys: request.idempotencyKeys,
+              queue: request.queue ?? "default",
+              priority: request.priority ?? 0,
+              availableAtMs: request.availableAt ?? now,
+              retry: request.retry,
+              parentRunId: request.parentRunId,
+              principal,
+              // One run is handed at once to this process's executor when it drives runs (it offers `wake`);
+              // a batch, or a run started by a client, waits for the claim of hosts with room.
+              hand: executor?.wake !== undefined && !many
+            })
+            for (const started of runs) {
+              if (!started.created) continue
+              yield* emit(host, started.run.runId, "control.run.accepted", {
+                runId: started.run.runId,
+                planId: started.plan.card.planId,
+                digest: started.plan.card.digest,
+                status: started.run.status,
+                start: true
+              })
+            }
+            return runs
+          }),
+          `start:${globalThis.crypto.randomUUID()}`
+        )
+        for (const run of started) {
+          // A refused hand-off settles the run failed; the start still answers it.
+          if (run.handed) yield* Runs.hand(host, run.plan, run.run).pipe(Effect.catchTag("LaunchFailed", () => Effect.void))
+        }
+        if (executor?.wake !== undefined && started.some((run) => run.created && !run.handed)) yield* executor.wake
+        return started.map((run) => ({ runId: run.run.runId, status: run.run.status, created: run.created }))
+      })
+
+    const start: Service["start"] = (input) =>
+      Effect.map(
+        startRuns({
+          ...input,
+          inputs: [input.input],
+          ...(input.idempotencyKey === undefined ? {} : { idempotencyKeys: [input.idempotencyKey] })
+        }),
+        (runs) => runs[0]!
+      )
+
+    const startMany: Service["startMany"] = (input) => startRuns(input)
 
     const list: Service["list"] = (request) => listImpl(runtime, decorateAll, request)
 
@@ -732,7 +880,9 @@ export const make: Effect.Effect<Service, never, ControlRuntime.ControlRuntime |
       cancel: pinned(cancel),
       resume: pinned(resume),
       getRun: pinned(getRun),
-      list: pinned(list)
+      list: pinned(list),
+      start: pinned(start),
+      startMany: pinned(startMany)
     })
   }
 )

@@ -226,6 +226,38 @@ export class NoMatchingWait extends Schema.TaggedError<NoMatchingWait>()("NoMatc
 }
 
 /**
+ * A start reused an idempotency key with another flow or input: nothing was written. Code
+ * `idempotency_conflict`. The message names the field, never the key or the input.
+ *
+ * @since 0.2.0
+ * @category errors
+ */
+export class IdempotencyConflict extends Schema.TaggedError<IdempotencyConflict>()("IdempotencyConflict", {
+  code: code("idempotency_conflict"),
+  field: Schema.String
+}) {
+  override get message() {
+    return `${this.field}: was used for a start of another flow or input`
+  }
+}
+
+/**
+ * The flow's policy is `approval: "required"`: runs of it start only through a plan
+ * (`Control.plan` → approve → `Control.run`). Code `approval_required`.
+ *
+ * @since 0.2.0
+ * @category errors
+ */
+export class ApprovalRequired extends Schema.TaggedError<ApprovalRequired>()("ApprovalRequired", {
+  code: code("approval_required"),
+  flowId: Schema.String
+}) {
+  override get message() {
+    return `flow ${this.flowId} requires approval: plan it, approve the plan, then run it`
+  }
+}
+
+/**
  * The single membership union of every control error.
  *
  * @since 0.1.0
@@ -245,7 +277,9 @@ export const ControlErrorSchema = Schema.Union(
   RunNotFound,
   Unauthorized,
   LaunchFailed,
-  NoMatchingWait
+  NoMatchingWait,
+  IdempotencyConflict,
+  ApprovalRequired
 )
 
 /**

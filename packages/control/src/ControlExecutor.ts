@@ -57,6 +57,9 @@ export interface DeliverSignalInput {
  *   process hosts the run; the command stays pending for it).
  * - `resumeRun`: `"resuming"` when this executor re-drives the run, else `"unknown"`.
  * - `settleCancelledPark`: clean up after a cancelled park.
+ * - `wake` (optional, since 0.2.0): released runs became available (a start committed); look for
+ *   work now instead of at the next sweep. An executor that drives runs offers it: `Control.start`
+ *   hands a run available now only to such an executor, and leaves it released for hosts otherwise.
  *
  * @since 0.1.0
  * @category models
@@ -78,6 +81,7 @@ export interface Service {
   readonly settleCancelledPark: (input: {
     readonly runId: ControlSchema.RunId
   }) => Effect.Effect<void, ControlError.PersistenceError>
+  readonly wake?: Effect.Effect<void> | undefined
 }
 
 /**

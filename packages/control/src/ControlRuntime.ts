@@ -10,10 +10,12 @@ import * as Journal from "@baton/journal/Journal"
 import { Context, Effect, Layer, Option, Schema } from "effect"
 import type {
   AlreadyResolved,
+  ApprovalRequired,
   ClaimLost,
   CodeDrift,
   EnvelopeMismatch,
   FlowNotFound,
+  IdempotencyConflict,
   InvalidInput,
   PersistenceError,
   PlanDenied,
@@ -70,10 +72,90 @@ export interface DurableFlow {
   readonly envelope: Envelope
   readonly executionDigest?: string | undefined
   readonly decode?: ((input: unknown) => Effect.Effect<unknown, InvalidInput>) | undefined
+  /** `"required"`: runs start only through an approved plan; default `"none"` (`start` may create them). */
+  readonly approval?: "required" | "none" | undefined
   readonly plan?:
     | ((decoded: unknown, planId: string) => Effect.Effect<{ readonly handoff: PlanHandoff; readonly graph?: PlanGraph | undefined }, InvalidInput>)
     | undefined
 }
+
+/**
+ * A start's durable retry policy: at most `maxAttempts` attempts in all (1..1000); between attempts the
+ * run waits `initialDelayMs · factor^(attempt-1)`, capped at `maxDelayMs`, randomized ±50 % when `jitter`.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export interface RetryPolicy {
+  readonly maxAttempts: number
+  readonly initialDelayMs: number
+  readonly factor: number
+  readonly maxDelayMs: number
+  readonly jitter: boolean
+}
+
+/**
+ * A request to start runs of one flow without a plan decision: every input is decoded by the flow
+ * first, and all runs are written in one transaction (or none). `idempotencyKeys[i]`, when given, binds
+ * input `i`: the same key with the same flow and input answers the run it started; with another flow or
+ * input the start fails `IdempotencyConflict`. `availableAtMs` (epoch ms) delays the runs; `hand` claims
+ * them for the caller to hand to its executor at once (only when they are available now), otherwise they
+ * are left released for any host's claim, ordered by `priority` (higher first), availability, creation.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export interface StartRequest {
+  readonly flowId: FlowId
+  readonly inputs: ReadonlyArray<unknown>
+  readonly idempotencyKeys?: ReadonlyArray<string | undefined> | undefined
+  readonly queue: string
+  readonly priority: number
+  readonly availableAtMs: number
+  readonly retry?: RetryPolicy | undefined
+  readonly parentRunId?: RunId | undefined
+  readonly principal: Principal
+  readonly hand: boolean
+}
+
+/**
+ * One run a start answered: `created` false when an idempotency key named an earlier run; `plan` is the
+ * run's approved plan; `handed` when it was claimed for the caller to hand to its executor.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export interface StartedRun {
+  readonly run: RunSummary
+  readonly plan: StoredPlan
+  readonly created: boolean
+  readonly handed: boolean
+}
+
+/**
+ * A launched run's place in its queue: the queue, its attempt (1 first) and its retry policy, if any.
+ * `requeue(runId, fence, attempt, availableAtMs)` moves attempt `attempt` on to the next and releases
+ * the run, available again at `availableAtMs`, in one write (`ClaimLost` when the fence is spent).
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export interface Queueing {
+  readonly queue: string
+  readonly attempt: number
+  readonly retry: RetryPolicy | undefined
+}
+
+/**
+ * What a run's engine recorded as its end: `Completed` with the value (absent when the run returned
+ * nothing) or `Failed` with the error as recorded.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export type RunResult =
+  | { readonly _tag: "Completed"; readonly value?: unknown }
+  | { readonly _tag: "Failed"; readonly error: unknown }
 
 /**
  * Alias of `DurableFlow` for the memory runtime.
@@ -329,7 +411,35 @@ export interface HostCandidateQuery {
 }
 
 /**
- * A launched run a host could take up.
+ * What `hostProbe` looks at: the flows a host serves (all when absent) and `nowMs`, epoch ms.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export interface HostProbeQuery {
+  readonly flowIds?: ReadonlyArray<FlowId> | undefined
+  readonly nowMs: number
+}
+
+/**
+ * Whether a host's sweep has anything to read: pending signal commands, outstanding resume delegations
+ * of runs not terminal, host candidates (as `hostCandidates` would list for the same query). A `true`
+ * may be gone by the time the sweep reads it; a `false` means nothing was committed at the read.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export interface HostProbe {
+  readonly signals: boolean
+  readonly resumes: boolean
+  readonly candidates: boolean
+}
+
+/**
+ * A launched run a host could take up: its lease has lapsed (`stale-owner`, `orphaned-claim`), or it
+ * is `released` and available by `nowMs` in a queue that is neither paused nor at its concurrency
+ * limit. A page lists the lapsed leases first, then released runs by priority (highest first), then
+ * availability time, then creation. `queue` is the run's queue (`"default"` unless started in another).
  *
  * @since 0.1.0
  * @category models
@@ -339,6 +449,8 @@ export interface HostCandidate {
   readonly flowId: FlowId
   readonly kind: "released" | "stale-owner" | "orphaned-claim"
   readonly createdSeq: number
+  /** @since 0.2.0 */
+  readonly queue: string
   readonly updatedAt: number
   readonly owner?: OwnerIdentity | undefined
   readonly heartbeatAtMs?: number | undefined
@@ -347,7 +459,8 @@ export interface HostCandidate {
 }
 
 /**
- * A page of host candidates.
+ * A page of host candidates. `newestHeartbeatAtMs` (the newest lease stamp of the asked flows' running
+ * runs, for a host to notice its clock is behind) is read only for a page that lists candidates.
  *
  * @since 0.1.0
  * @category models
@@ -539,10 +652,23 @@ export interface Service {
     LaunchResult,
     PlanNotFound | PlanDenied | PlanDigestMismatch | EnvelopeMismatch | ClaimLost | PersistenceError
   >
+  readonly start: (
+    request: StartRequest
+  ) => Effect.Effect<ReadonlyArray<StartedRun>, FlowNotFound | InvalidInput | IdempotencyConflict | ApprovalRequired | ClaimLost | PersistenceError>
   readonly getRun: (runId: RunId) => Effect.Effect<RunSummary, RunNotFound | PersistenceError>
+  readonly runResult: (runId: RunId) => Effect.Effect<RunResult | undefined, PersistenceError>
+  readonly queueing: (runId: RunId) => Effect.Effect<Queueing | undefined, PersistenceError>
+  readonly requeue: (
+    runId: RunId,
+    fence: string,
+    attempt: number,
+    availableAtMs: number
+  ) => Effect.Effect<RunSummary, OwnershipError>
   readonly pageRunIds: (request: IdPageRequest) => Effect.Effect<IdPage, InvalidInput | PersistenceError>
   readonly queryRuns: (query: RunQuery) => Effect.Effect<RunPage, InvalidInput | PersistenceError>
   readonly hostCandidates: (query: HostCandidateQuery) => Effect.Effect<HostCandidatePage, InvalidInput | PersistenceError>
+  /** One read (one statement on SQL) of whether a sweep has work: an idle host's tick is this alone. @since 0.2.0 */
+  readonly hostProbe: (query: HostProbeQuery) => Effect.Effect<HostProbe, InvalidInput | PersistenceError>
   readonly listFlows: Effect.Effect<ReadonlyArray<{ readonly flowId: FlowId; readonly description: string }>, PersistenceError>
   readonly deliverSignal: (runId: RunId, signal: SignalPayload) => Effect.Effect<void, RunNotFound | InvalidInput | PersistenceError>
   readonly admitSignal: (

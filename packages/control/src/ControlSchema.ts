@@ -383,6 +383,8 @@ export const RunSummary = Schema.Struct({
   cancellation: Schema.optional(Cancellation),
   codeDrift: Schema.optional(CodeDriftView),
   steering: Schema.optional(Schema.Struct({ pending: Schema.Number })),
+  result: Schema.optional(Json),
+  error: Schema.optional(Json),
   readable: Schema.optional(Schema.Literal(false)),
   issue: Schema.optional(Schema.String)
 })

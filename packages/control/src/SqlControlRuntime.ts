@@ -10,7 +10,7 @@ import * as RunStore from "@baton/run-store/RunStore"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Effect, Layer } from "effect"
 import * as ApprovalAuthority from "./ApprovalAuthority.js"
-import { PersistenceError, RunNotFound } from "./ControlError.js"
+import { ClaimLost, PersistenceError, RunNotFound } from "./ControlError.js"
 import type { Service } from "./ControlRuntime.js"
 import type { RunSummary } from "./ControlSchema.js"
 import { ControlRuntime } from "./ControlRuntime.js"
@@ -21,6 +21,7 @@ import { makeListing } from "./internal/sqlListing.js"
 import { makeOwnership } from "./internal/sqlOwnership.js"
 import { makePlans } from "./internal/sqlPlans.js"
 import { readProjected } from "./internal/sqlProjection.js"
+import { makeStarts } from "./internal/sqlStarts.js"
 import { makeSignals } from "./internal/sqlSignals.js"
 import * as Migrations from "./Migrations.js"
 
@@ -69,6 +70,18 @@ export const make = (
     const ownership = makeOwnership(ctx)
     const signals = makeSignals(ctx)
     const listing = makeListing(ctx)
+    const getRun = (runId: string): Effect.Effect<RunSummary, RunNotFound | PersistenceError> =>
+      Effect.flatMap(readProjected(ctx, runId), (projected): Effect.Effect<RunSummary, RunNotFound | PersistenceError> =>
+        projected === undefined
+          ? Effect.fail(new RunNotFound({ runId }))
+          : projected.error === undefined
+          ? Effect.succeed(projected.summary)
+          : Effect.fail(projected.error))
+    const starts = makeStarts(
+      ctx,
+      (planId) => plans.getPlan(planId).pipe(Effect.catchTag("PlanNotFound", () => Effect.succeed(undefined))),
+      getRun
+    )
     const service: Service = {
       authorizeApproval: (request) => authority.authorize(request),
       plan: plans.plan,
@@ -80,16 +93,25 @@ export const make = (
       installBulkGrant: approvals.installBulkGrant,
       resolveApproval: approvals.resolveApproval,
       launch: plans.launch,
-      getRun: (runId) =>
-        Effect.flatMap(readProjected(ctx, runId), (projected): Effect.Effect<RunSummary, RunNotFound | PersistenceError> =>
-          projected === undefined
-            ? Effect.fail(new RunNotFound({ runId }))
-            : projected.error === undefined
-            ? Effect.succeed(projected.summary)
-            : Effect.fail(projected.error)),
+      start: starts.start,
+      getRun,
+      runResult: starts.runResult,
+      queueing: starts.queueing,
+      requeue: (runId, fence, attempt, availableAtMs) =>
+        ctx.write(
+          runId,
+          "requeue a run",
+          Effect.gen(function*() {
+            const moved = yield* ctx.sql<{ run_id: string }>`UPDATE control_runs SET attempt = ${attempt + 1},
+              available_at_ms = ${availableAtMs} WHERE run_id = ${runId} AND attempt = ${attempt} RETURNING run_id`
+            if (moved.length === 0) return yield* Effect.fail(new ClaimLost({ runId, reason: "attempt moved on" }))
+            return yield* ownership.releasePending(runId, fence)
+          })
+        ),
       pageRunIds: listing.pageRunIds,
       queryRuns: listing.queryRuns,
       hostCandidates: listing.hostCandidates,
+      hostProbe: listing.hostProbe,
       listFlows: plans.listFlows,
       deliverSignal: signals.deliverSignal,
       admitSignal: signals.admitSignal,

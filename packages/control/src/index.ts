@@ -79,6 +79,13 @@ export * as Lineage from "./Lineage.js"
 export * as Migrations from "./Migrations.js"
 
 /**
+ * Queue control: pause, resume, global concurrency limits and per-queue stats.
+ *
+ * @since 0.2.0
+ */
+export * as Queues from "./Queues.js"
+
+/**
  * `ControlRuntime` over SQL and the run store.
  *
  * @since 0.1.0

@@ -196,16 +196,17 @@ describe("SqlControlRuntime listing and projection", () => {
     yield* rt.resolveApproval(token, "approved", yield* rt.stampPrincipal())
     yield* rt.launch(card.planId, card.digest, card.envelope)
     const page = yield* rt.hostCandidates({ flowIds: ["F"], nowMs: 31_000, limit: 10 })
+    // Lapsed leases first (runs already under way), then released runs.
     expect(page.candidates.map((c) => [c.runId, c.kind])).toEqual([
-      ["run-1", "released"],
       ["run-2", "stale-owner"],
-      ["run-3", "orphaned-claim"]
+      ["run-3", "orphaned-claim"],
+      ["run-1", "released"]
     ])
-    expect(page.candidates[1]).toMatchObject({ heartbeatAtMs: 0, owner: { pid: 1 }, flowId: "F", createdSeq: 2 })
-    expect(page.candidates[2]).toMatchObject({ claimedAtMs: 0, claim: { hostId: "x", pid: 1, nonce: "n" } })
+    expect(page.candidates[0]).toMatchObject({ heartbeatAtMs: 0, owner: { pid: 1 }, flowId: "F", createdSeq: 2, queue: "default" })
+    expect(page.candidates[1]).toMatchObject({ claimedAtMs: 0, claim: { hostId: "x", pid: 1, nonce: "n" } })
     expect(page.newestHeartbeatAtMs).toBe(0)
     const both = yield* rt.hostCandidates({ nowMs: 31_000, limit: 10 })
-    expect(both.candidates.map((c) => c.runId)).toEqual(["run-1", "run-2", "run-3"])
+    expect(both.candidates.map((c) => c.runId)).toEqual(["run-2", "run-3", "run-1"])
     expect(both.newestHeartbeatAtMs).toBe(31_000)
     expect(yield* Effect.flip(rt.hostCandidates({ nowMs: -1, limit: 10 }))).toMatchObject({ _tag: "InvalidInput" })
   }))

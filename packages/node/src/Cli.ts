@@ -1,6 +1,6 @@
 /**
  * The `baton` command-line interface (node.md 6): `runs`, `run`, `plans`, `plan`, `approve`, `deny`,
- * `launch`, `cancel`, `resume`, `signal`, `journal`, `doctor`, built on `@effect/cli` over a client-mode
+ * `launch`, `cancel`, `resume`, `signal`, `journal`, `doctor`, `queue pause|resume|stats` (since 0.2.0), built on `@effect/cli` over a client-mode
  * {@link NodeRuntime}. Tables for people, `--json` for scripts, and the exit codes of node.md 6.3:
  * 0 success, 1 unexpected, 2 usage, 3 not found, 4 refused by state, 5 database unavailable, 6 doctor
  * found a FAIL; `journal --follow` ends with the run's outcome, 0 completed, 7 failed, 8 cancelled.
@@ -446,6 +446,25 @@ const doctorCommand = Command.make("doctor", {
     onEmpty: (ctx) => Doctor.report([{ check: "file", level: "OK", message: `${Session.location(ctx.globals)} is an empty database` }], ctx.globals.json)
   })).pipe(Command.withDescription("check the database and the runs in it"))
 
+const queueArg = { queue: Args.text({ name: "queue" }) }
+
+const queueSwitchCommand = (action: "pause" | "resume", description: string) =>
+  Command.make(action, { ...globalOptions, ...queueArg }, (o) =>
+    verb(o, "write", (ctx) => Verbs.queueSwitch(ctx, action, o.queue), { check: () => Parse.queue(o.queue) }))
+    .pipe(Command.withDescription(description))
+
+const queueCommand = Command.make("queue").pipe(
+  Command.withDescription("pause, resume and inspect queues"),
+  Command.withSubcommands([
+    queueSwitchCommand("pause", "stop hosts claiming a queue's runs; running runs go on"),
+    queueSwitchCommand("resume", "let hosts claim a paused queue's runs again"),
+    Command.make("stats", globalOptions, (o) =>
+      verb(o, "read", (ctx) => Verbs.queueStats(ctx), {
+        onEmpty: (ctx) => Console.log(ctx.globals.json ? JSON.stringify({ _tag: "queues", items: [] }) : "No queues.")
+      })).pipe(Command.withDescription("per queue: available, delayed, running, failed, paused, limit"))
+  ])
+)
+
 /**
  * The `baton` command tree.
  *
@@ -466,7 +485,8 @@ export const command = Command.make("baton").pipe(
     resumeCommand,
     signalCommand,
     journalCommand,
-    doctorCommand
+    doctorCommand,
+    queueCommand
   ])
 )
 
@@ -477,7 +497,7 @@ export const command = Command.make("baton").pipe(
  * @category commands
  */
 export const verbs: ReadonlyArray<string> = [
-  "runs", "run", "plans", "plan", "approve", "deny", "launch", "cancel", "resume", "signal", "journal", "doctor"
+  "runs", "run", "plans", "plan", "approve", "deny", "launch", "cancel", "resume", "signal", "journal", "doctor", "queue"
 ]
 
 /** The package's own version (package.json sits one level above both src/ and dist/). */

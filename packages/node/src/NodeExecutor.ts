@@ -14,12 +14,15 @@ import type { HostCore } from "./internal/hostCore.js"
 
 /**
  * The host executor over a host core (built by `NodeRuntime` in host mode):
- * - `launch`: flow served and capacity free → drive it (cause `launch`), `accepted`; else `pending`;
+ * - `launch`: flow served, capacity free and the run's queue under this host's limit → drive it (cause
+ *   `launch`), `accepted`; else `pending`;
  * - `deliverSignal`: bind the command to the open wait, request a resume and, when this host may
  *   take it up, drive it (cause `signal`); `delivered`, `no-match`, `refused` or `unknown`;
- * - `resumeRun`: `resume(runId, { scope: "launched" })` and drive (`resuming`); `ClaimLost` → `unknown`;
+ * - `resumeRun`: `resume(runId, { scope: "launched" })` and drive (`resuming`); `ClaimLost` (including a
+ *   refusal of the run's queue) or no room under this host's limit for the queue → `unknown`;
  * - `requestCancel`: `RunStore.requestCancel`, first telling a drive here that it ends `cancelled`;
- * - `settleCancelledPark`: nothing (the facade claims and cancels parks).
+ * - `settleCancelledPark`: nothing (the facade claims and cancels parks);
+ * - `wake`: ask this host for a discovery pass (a start committed runs for hosts to claim).
  *
  * @since 0.1.0
  * @category constructors
@@ -41,8 +44,10 @@ export const host = (core: HostCore): ControlExecutor.Service => ({
       const summary = yield* core.runtime.getRun(runId)
       const flow = yield* core.flowFor(summary.flowId)
       if (flow === undefined) return "unknown" as const
+      const queue = yield* core.queueOf(runId)
+      if (!core.queueRoom(queue)) return "unknown" as const
       yield* core.runtime.resume(runId, { scope: "launched" })
-      const started = yield* core.startDrive(runId, summary.flowId, "resume")
+      const started = yield* core.startDrive(runId, summary.flowId, "resume", null, queue)
       return started ? "resuming" as const : "unknown" as const
     }).pipe(
       Effect.catchAll((error) =>
@@ -73,7 +78,8 @@ export const host = (core: HostCore): ControlExecutor.Service => ({
         new ControlError.PersistenceError({ operation: "request a cancel", message: error.message })
       )
     ),
-  settleCancelledPark: () => Effect.void
+  settleCancelledPark: () => Effect.void,
+  wake: Effect.suspend(() => (core.accepting ? core.wake : Effect.void))
 })
 
 /**

@@ -11,6 +11,7 @@ import type * as Control from "@baton/control/Control"
 import type * as ControlError from "@baton/control/ControlError"
 import type * as ControlExecutor from "@baton/control/ControlExecutor"
 import type * as ControlRuntime from "@baton/control/ControlRuntime"
+import type * as Queues from "@baton/control/Queues"
 import type * as DatabaseOpenError from "@baton/database/DatabaseOpenError"
 import type * as DurableWriter from "@baton/database/DurableWriter"
 import type * as Migrations from "@baton/database/Migrations"
@@ -33,7 +34,9 @@ import type { Options as RuntimeOptions } from "./internal/runtimeOptions.js"
 
 /**
  * NodeRuntime options (node.md 4.1). Defaults: `filename` `"./baton.db"`, `mode` `"host"`,
- * `maxRuns` 4 (1..1024), `pollInterval` 1 s (100 ms..10 s), `shutdownGrace` 10 s (≤ 60 s),
+ * `maxRuns` 4 (1..1024), `queues` none (per-host limits since 0.2.0: `{ [queue]: { concurrency } }`, queue
+ * names as `Queues.namePattern`, `concurrency` 1..1024; this host drives at most that many runs of the
+ * queue at once, beside any global limit set with `Queues.setConcurrency`), `pollInterval` 1 s (100 ms..10 s), `shutdownGrace` 10 s (≤ 60 s),
  * `drainTimeout` 5 s (< `shutdownGrace`), `takeOverHungOwnersAfter` never (≥ 60 s when given),
  * application `migrations` with `idOffset` ≥ 10 000 (a multiple of 1000), unique namespaces and offsets
  * and `"<1..999>_<name>"` keys, all checked before the database is opened or created.
@@ -77,7 +80,7 @@ const asInvalidOptions = (error: DatabaseOpenError.DatabaseOpenError): BuildErro
     : error
 
 /**
- * What the runtime layer provides.
+ * What the runtime layer provides (`Queues` since 0.2.0).
  *
  * @since 0.1.0
  * @category models
@@ -86,6 +89,7 @@ export type Provided =
   | Control.Control
   | ControlRuntime.ControlRuntime
   | ControlExecutor.ControlExecutor
+  | Queues.Queues
   | RunStore.RunStore
   | AttemptStore.AttemptStore
   | Journal.Journal
@@ -133,7 +137,10 @@ export type HostEvent = Event
 
 /**
  * The running host: its identity and mode, the runs it drives (`owned`), its `events`,
- * `sweepNow` (one sweep tick now) and `shutdown` (the graceful shutdown steps; idempotent).
+ * `sweepNow` (one sweep tick now), `wake` (since 0.2.0: one discovery pass for new work as soon as
+ * possible, without waiting for the next tick; wakes coalesce, so at most one pass is pending; the host
+ * also wakes itself whenever a drive ends; a no-op in client mode and after shutdown began) and
+ * `shutdown` (the graceful shutdown steps; idempotent).
  *
  * @since 0.1.0
  * @category services

@@ -10,7 +10,7 @@
  */
 import type * as ControlRuntime from "@baton/control/ControlRuntime"
 import type * as SqlClient from "@effect/sql/SqlClient"
-import type { Duration, Option, Schema } from "effect"
+import type { Duration, Option, Schedule, Schema } from "effect"
 import { Effect } from "effect"
 import { StepMisuse as Misuse } from "./internal/executorMisuse.js"
 import * as State from "./internal/executorState.js"
@@ -66,7 +66,9 @@ export type StepContext = Steps.StepContext
  * - `summarize`: a JSON detail (≤ 1 KiB of UTF-8) for the `baton.step.completed` entry; a detail
  *   that is not JSON or is larger is left out, with a warning naming the step and the rule;
  * - `retry`: `times` (a non-negative integer) more attempts after a failure, `delay` (a finite,
- *   non-negative duration) between them.
+ *   non-negative duration) between them, or (since 0.2.0) `schedule`, an Effect `Schedule` fed each
+ *   failure that paces the attempts and may end them sooner (e.g. `Schedule.exponential("100 millis")
+ *   .pipe(Schedule.jittered)`).
  *
  * Options of other shapes fail the run with `StepMisuse` `invalid_options` naming the option,
  * before the step writes anything.
@@ -78,7 +80,11 @@ export interface StepOptions<A, AE> {
   readonly result?: Schema.Schema<A, AE>
   readonly commit?: (value: A) => Effect.Effect<void, unknown, SqlClient.SqlClient>
   readonly summarize?: (value: A) => Json
-  readonly retry?: { readonly times: number; readonly delay?: Duration.DurationInput }
+  readonly retry?: {
+    readonly times: number
+    readonly delay?: Duration.DurationInput
+    readonly schedule?: Schedule.Schedule<unknown, any>
+  }
 }
 
 const stateOf = Effect.flatMap(Run, (run) => {

@@ -154,7 +154,7 @@ describe("cli on a migrated empty database", () => {
     const read = await baton("runs", "--db", older)
     expect(read.code).toBe(5)
     // Control's whole set is missing (all three of its migrations): named as a missing set, not an older schema.
-    expect(read.stderr).toContain(`${older} lacks the control migration set (3 migrations pending); any mutating command or a host start applies them`)
+    expect(read.stderr).toContain(`${older} lacks the control migration set (4 migrations pending); any mutating command or a host start applies them`)
     const doctor = await baton("doctor", "--db", older)
     expect(doctor.stderr).toContain("lacks the control migration set")
   })

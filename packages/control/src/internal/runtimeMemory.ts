@@ -6,8 +6,10 @@ import { Clock, Effect, Fiber } from "effect"
 import * as Cancellation from "../Cancellation.js"
 import {
   AlreadyResolved,
+  ApprovalRequired,
   ClaimLost,
   FlowNotFound,
+  IdempotencyConflict,
   InvalidInput,
   PersistenceError,
   PlanDenied,
@@ -27,8 +29,10 @@ import type {
   Service,
   SignalCommand,
   SignalState,
+  StartedRun,
   StoredPlan
 } from "../ControlRuntime.js"
+import { checkStart } from "./sqlStarts.js"
 import { CodeDrift } from "../ControlError.js"
 import {
   checkLimit,
@@ -118,6 +122,7 @@ export const makeMemory = (options: MemoryOptions, journal?: Journal.Service): E
       sequences.set(name, value)
       return value
     }
+    const startKeys = new Map<string, { readonly fingerprint: string; readonly runId: string }>()
     const plans = new Map<string, { card: StoredPlan["card"]; decodedInput: unknown; decision: StoredPlan["decision"]; rowSeq: number }>()
     const planKeys = new Map<string, { fingerprint: string; planId: string }>()
     const tokens = new Map<string, { tokenId: string; target: ApprovalTarget; decision: ApprovalDecision }>()
@@ -464,6 +469,13 @@ export const makeMemory = (options: MemoryOptions, journal?: Journal.Service): E
             ...(matching.length > limit && last !== undefined ? { nextCursor: { rowSeq: last.seq, runId: last.summary.runId } } : {})
           }
         }),
+      // The same answers the sweep's own reads give, so a probe never hides work from it.
+      hostProbe: (query) =>
+        Effect.all({
+          signals: Effect.map(service.pendingSignals, (pending) => pending.length > 0),
+          resumes: Effect.map(service.pendingResumes, (pending) => pending.length > 0),
+          candidates: Effect.map(service.hostCandidates({ ...query, limit: 1 }), (page) => page.candidates.length > 0)
+        }),
       hostCandidates: (query) =>
         Effect.gen(function*() {
           const limit = yield* checkLimit(query.limit)
@@ -481,6 +493,8 @@ export const makeMemory = (options: MemoryOptions, journal?: Journal.Service): E
               flowId: r.summary.flowId,
               kind: "released" as const,
               createdSeq: r.seq,
+              // The memory runtime keeps no queues: every run is in the default one.
+              queue: "default",
               updatedAt: r.summary.updatedAt
             }))
           return { candidates }
@@ -706,7 +720,61 @@ export const makeMemory = (options: MemoryOptions, journal?: Journal.Service): E
           return Effect.succeed({ _tag: "Raced" as const, receipt: clone(receipt.receipt) })
         }),
       releaseRunKey: (key) => Effect.sync(() => void runKeys.delete(key)),
-      grants: Effect.sync(() => [...grantRows.values()].sort((a, b) => a.installedAt - b.installedAt).map(clone))
+      grants: Effect.sync(() => [...grantRows.values()].sort((a, b) => a.installedAt - b.installedAt).map(clone)),
+      // The same rules as the SQL start, composed from this runtime's plan and launch; queue order,
+      // availability and retry are kept by the SQL runtime only (nothing here claims by them).
+      start: (request) =>
+        Effect.gen(function*() {
+          yield* checkStart(request)
+          const flow = flows.get(request.flowId)
+          if (flow === undefined) return yield* Effect.fail(new FlowNotFound({ flowId: request.flowId }))
+          if (flow.approval === "required") return yield* Effect.fail(new ApprovalRequired({ flowId: flow.flowId }))
+          const many = request.inputs.length !== 1
+          const admitted = yield* Effect.forEach(request.inputs, (input, index) =>
+            Effect.gen(function*() {
+              const decoded = yield* decodeInput(flow, input).pipe(
+                Effect.mapError((e) => many ? new InvalidInput({ issue: `inputs[${index}].${e.issue}` }) : e)
+              )
+              const fingerprint = yield* planFingerprint({ flowId: flow.flowId, input: decoded })
+              const key = request.idempotencyKeys?.[index]
+              const held = key === undefined ? undefined : startKeys.get(key)
+              if (held !== undefined && held.fingerprint !== fingerprint) {
+                return yield* Effect.fail(new IdempotencyConflict({ field: many ? `idempotencyKeys[${index}]` : "idempotencyKey" }))
+              }
+              return { decoded, fingerprint, key }
+            }))
+          const out: Array<StartedRun> = []
+          for (const item of admitted) {
+            const held = item.key === undefined ? undefined : startKeys.get(item.key)
+            if (held !== undefined) {
+              const run = yield* Effect.orDie(service.getRun(held.runId))
+              out.push({ run, plan: yield* Effect.orDie(service.getPlan(run.planId!)), created: false, handed: false })
+              continue
+            }
+            const { card } = yield* service.plan({ flowId: flow.flowId, input: item.decoded })
+            const stored = plans.get(card.planId)!
+            const at = yield* now
+            stored.decision = "approved"
+            tokens.set(identityKey(card.approval.target), {
+              tokenId: card.planId,
+              target: card.approval.target,
+              decision: { _tag: "Approved", decisionPrincipal: request.principal, decidedAt: at, scope: "once" }
+            })
+            const launched = yield* Effect.orDie(service.launch(card.planId, card.digest, card.envelope, request.principal))
+            if (launched._tag !== "Started") return yield* Effect.dieMessage("start: an approved plan parked")
+            const hand = request.hand && request.availableAtMs <= at
+            const run = hand
+              ? launched.run
+              : yield* Effect.orDie(service.releasePending(launched.run.runId, yield* Effect.orDie(service.claimFence(launched.run.runId))))
+            if (item.key !== undefined) startKeys.set(item.key, { fingerprint: item.fingerprint, runId: run.runId })
+            out.push({ run, plan: yield* Effect.orDie(service.getPlan(card.planId)), created: true, handed: hand })
+          }
+          return out
+        }),
+      runResult: () => Effect.succeed(undefined),
+      // Queue order and retries are the SQL runtime's; here every run is in "default", attempt 1.
+      queueing: (runId) => Effect.succeed(runs.has(runId) ? { queue: "default", attempt: 1, retry: undefined } : undefined),
+      requeue: (runId, fence) => service.releasePending(runId, fence)
     }
     return service
   })

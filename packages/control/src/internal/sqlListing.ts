@@ -1,6 +1,6 @@
 /**
  * Listing: `queryRuns` (keyset over the commit-ordered `flows_runs.row_seq`, filters evaluated in SQL),
- * `pageRunIds` and `hostCandidates`.
+ * `pageRunIds`, `hostCandidates` and `hostProbe`.
  */
 import * as Heartbeat from "@baton/run-store/Heartbeat"
 import type { Fragment } from "@effect/sql/Statement"
@@ -10,6 +10,8 @@ import type {
   HostCandidate,
   HostCandidatePage,
   HostCandidateQuery,
+  HostProbe,
+  HostProbeQuery,
   IdPage,
   IdPageRequest,
   RunPage,
@@ -25,6 +27,7 @@ import { assemble } from "./sqlProjection.js"
 import { awaitEnded, settledRowSeq } from "./sqlSettled.js"
 import type { RawRow } from "./sqlRows.js"
 import { toRow } from "./sqlRows.js"
+import { released } from "./queueSql.js"
 
 const terminalList = "('completed', 'failed', 'cancelled')"
 
@@ -170,38 +173,67 @@ export const makeListing = (ctx: SqlContext) => {
       }
     })
 
-  const hostCandidates = (query: HostCandidateQuery): Effect.Effect<HostCandidatePage, InvalidInput | import("../ControlError.js").PersistenceError> =>
+  const checkCandidateQuery = (query: HostProbeQuery) =>
     Effect.gen(function*() {
-      const limit = yield* checkLimit(query.limit)
       if (!Number.isSafeInteger(query.nowMs) || query.nowMs < 0) {
         return yield* Effect.fail(new InvalidInput({ issue: "nowMs: must be a non-negative safe integer" }))
       }
       if (query.flowIds !== undefined && !query.flowIds.every((f) => typeof f === "string")) {
         return yield* Effect.fail(new InvalidInput({ issue: "flowIds: must be strings" }))
       }
+    })
+
+  const flowFilterOf = (query: HostProbeQuery) =>
+    query.flowIds === undefined ? sql`` : sql`AND ${x.member("$.flowId")} IN ${idSet(ctx, query.flowIds)}`
+
+  // Leases (stale owners, orphaned claims) whatever their queue's state: they are runs already taken,
+  // not new work. Released runs only when available by now in a queue neither paused nor running its
+  // limit already. `busy` (a CTE the statement starts with) counts the running runs of limited queues
+  // once per statement.
+  const busy = sql`busy AS (
+    SELECT bc.queue, COUNT(*) AS n FROM control_queues bq
+      JOIN control_runs bc ON bc.queue = bq.queue JOIN flows_runs br ON br.run_id = bc.run_id
+    WHERE bq.concurrency IS NOT NULL AND br.status = 'running' GROUP BY bc.queue
+  )`
+  const candidateFrom = sql`control_runs cr JOIN flows_runs r ON r.run_id = cr.run_id
+    LEFT JOIN control_queues q ON q.queue = cr.queue LEFT JOIN busy b ON b.queue = cr.queue`
+  const candidateWhere = (query: HostProbeQuery) => {
+    const cutoff = query.nowMs - staleAfterMs
+    return sql`r.status NOT IN ${sql.literal(terminalList)} ${flowFilterOf(query)}
+      AND ((r.claim_host_id IS NOT NULL AND r.claimed_at_ms < ${cutoff})
+        OR (r.status = 'running' AND r.heartbeat_at_ms < ${cutoff})
+        OR (${released(sql)} AND cr.available_at_ms <= ${query.nowMs} AND COALESCE(q.paused, 0) = 0
+          AND (q.concurrency IS NULL OR COALESCE(b.n, 0) < q.concurrency)))`
+  }
+
+  const hostCandidates = (query: HostCandidateQuery): Effect.Effect<HostCandidatePage, InvalidInput | import("../ControlError.js").PersistenceError> =>
+    Effect.gen(function*() {
+      const limit = yield* checkLimit(query.limit)
+      yield* checkCandidateQuery(query)
       const cutoff = query.nowMs - staleAfterMs
-      const flowFilter = query.flowIds === undefined ? sql`` : sql`AND ${x.member("$.flowId")} IN ${idSet(ctx, query.flowIds)}`
-      const rows = yield* sql<RawRow & { control_status: string | null; flow_id: string | null; updated_at: unknown }>`
+      // Lapsed leases first, then released runs in claim order.
+      const rows = yield* sql<RawRow & { control_status: string | null; flow_id: string | null; updated_at: unknown; queue: string }>`
+        WITH ${busy}
         SELECT r.row_seq, r.run_id, r.status, r.created_at_ms, r.started_at_ms, r.finished_at_ms,
           r.owner_host_id, r.owner_pid, r.owner_nonce, r.heartbeat_at_ms,
           r.claim_host_id, r.claim_pid, r.claim_nonce, r.claimed_at_ms,
           r.parent_run_id, r.lineage_id, r.round_ordinal, r.cancel_requested_at_ms,
           r.waiting_reason, r.waiting_token, r.waiting_request, r.state_json,
           cr.run_id AS launch_run_id, cr.created_seq, cr.principal_id, cr.principal_kind, NULL AS requested_seq,
-          ${x.member("$.status")} AS control_status, ${x.member("$.flowId")} AS flow_id, ${x.member("$.updatedAt")} AS updated_at
-        FROM control_runs cr JOIN flows_runs r ON r.run_id = cr.run_id
-        WHERE r.status NOT IN ${sql.literal(terminalList)} ${flowFilter}
-          AND ((r.claim_host_id IS NOT NULL AND r.claimed_at_ms < ${cutoff})
-            OR (r.status = 'running' AND r.heartbeat_at_ms < ${cutoff})
-            OR (r.status = 'suspended' AND r.waiting_reason IS NULL AND r.claim_host_id IS NULL
-              AND ${x.member("$.status")} = 'accepted'))
-        ORDER BY cr.created_seq LIMIT ${limit}`.pipe(persist("find host candidates"))
+          ${x.member("$.status")} AS control_status, ${x.member("$.flowId")} AS flow_id, ${x.member("$.updatedAt")} AS updated_at,
+          cr.queue
+        FROM ${candidateFrom}
+        WHERE ${candidateWhere(query)}
+        ORDER BY (CASE WHEN r.status = 'suspended' AND r.claim_host_id IS NULL THEN 1 ELSE 0 END),
+          cr.priority DESC, cr.available_at_ms, cr.created_seq
+        LIMIT ${limit}`.pipe(persist("find host candidates"))
       const candidates = rows.flatMap((raw): Array<HostCandidate> => {
         const row = toRow(raw)
         const base = {
           runId: row.runId,
           flowId: String(raw.flow_id ?? ""),
           createdSeq: row.createdSeq ?? 0,
+          queue: String(raw.queue),
           updatedAt: Number(raw.updated_at ?? row.createdAtMs)
         }
         if (row.claim !== null && row.claimedAtMs !== null && row.claimedAtMs < cutoff) {
@@ -215,12 +247,33 @@ export const makeListing = (ctx: SqlContext) => {
         }
         return []
       })
+      // The stamps matter only to a host about to claim something: an empty page reads none.
+      if (candidates.length === 0) return { candidates }
       const newest = yield* sql<{ m: number | null }>`SELECT MAX(r.heartbeat_at_ms) AS m
         FROM control_runs cr JOIN flows_runs r ON r.run_id = cr.run_id
-        WHERE r.status = 'running' ${flowFilter}`.pipe(persist("find host candidates"))
+        WHERE r.status = 'running' ${flowFilterOf(query)}`.pipe(persist("find host candidates"))
       const m = newest[0]?.m
       return { candidates, ...(m === null || m === undefined ? {} : { newestHeartbeatAtMs: Number(m) }) }
     })
 
-  return { queryRuns, pageRunIds, hostCandidates }
+  const hostProbe = (query: HostProbeQuery): Effect.Effect<HostProbe, InvalidInput | import("../ControlError.js").PersistenceError> =>
+    Effect.gen(function*() {
+      yield* checkCandidateQuery(query)
+      const rows = yield* sql<{ signals: unknown; resumes: unknown; candidates: unknown }>`
+        WITH ${busy}
+        SELECT
+          (CASE WHEN EXISTS (SELECT 1 FROM control_signal_commands WHERE state = 'pending') THEN 1 ELSE 0 END) AS signals,
+          (CASE WHEN EXISTS (SELECT 1 FROM control_run_resumes rr JOIN flows_runs r ON r.run_id = rr.run_id
+            WHERE r.status NOT IN ${sql.literal(terminalList)}) THEN 1 ELSE 0 END) AS resumes,
+          (CASE WHEN EXISTS (SELECT 1 FROM ${candidateFrom} WHERE ${candidateWhere(query)}) THEN 1 ELSE 0 END) AS candidates`
+        .pipe(persist("probe for host work"))
+      const row = rows[0]
+      return {
+        signals: Number(row?.signals ?? 1) === 1,
+        resumes: Number(row?.resumes ?? 1) === 1,
+        candidates: Number(row?.candidates ?? 1) === 1
+      }
+    })
+
+  return { queryRuns, pageRunIds, hostCandidates, hostProbe }
 }

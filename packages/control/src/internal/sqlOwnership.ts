@@ -8,6 +8,7 @@ import { ClaimLost, CodeDrift, PersistenceError, RunNotFound } from "../ControlE
 import type { RunStatus, RunSummary } from "../ControlSchema.js"
 import { isTerminalStatus } from "../ControlSchema.js"
 import type { DurableFlow, OwnerIdentity, OwnershipError, ParkRequest, ResumeScope } from "../ControlRuntime.js"
+import { claimGate } from "./queueSql.js"
 import { checkPark, parkStatus } from "./runtimeChecks.js"
 import type { SqlContext } from "./sqlContext.js"
 import { fenceOf, ownerOf, persist } from "./sqlContext.js"
@@ -98,6 +99,8 @@ export const makeOwnership = (ctx: SqlContext) => {
         "claim a run",
         Effect.gen(function*() {
           const nowMs = evidence?.checkedAtMs ?? (yield* ctx.now)
+          // A takeover of a running row adds no running run; anything else answers to its queue first.
+          if (row.status !== "running") yield* claimGate(ctx.sql, runId, base.status === "accepted")
           const outcome = yield* ctx.store.claimAndOwn(
             runId,
             { status: row.status, owner: row.owner, heartbeatAtMs: row.heartbeatAtMs },

@@ -4,9 +4,9 @@
  */
 import { Effect, Either } from "effect"
 import { ClaimLost, FlowNotFound, InvalidInput, PersistenceError, PlanDenied, PlanNotFound } from "../ControlError.js"
-import type { Envelope, Principal, RunSummary } from "../ControlSchema.js"
+import type { Envelope, PlanCard as PlanCardType, Principal, RunSummary } from "../ControlSchema.js"
 import { PlanCard, PlanDecision } from "../ControlSchema.js"
-import type { IdPage, IdPageRequest, LaunchResult, PlanInput, PlanOutcome, PlanPage, PlanQuery, StoredPlan, UnreadablePlan } from "../ControlRuntime.js"
+import type { IdPage, IdPageRequest, LaunchResult, OwnerIdentity, PlanInput, PlanOutcome, PlanPage, PlanQuery, StoredPlan, UnreadablePlan } from "../ControlRuntime.js"
 import { isDurableTextOfLength } from "./canonical.js"
 import { checkLimit, checkOrdinal, checkTarget, planAfterIssue } from "./runtimeChecks.js"
 import { buildCard, checkPlanInput, decodeInput, planFingerprint, planKeyConflict } from "./runtimePlanning.js"
@@ -49,6 +49,32 @@ const rawFlowOf = (cardJson: string): string | undefined => {
     return typeof flowId === "string" ? flowId : undefined
   } catch {
     return undefined
+  }
+}
+
+/** The summary of a run just launched from `card`, owned by `claimant` (epoch ms `at`). */
+export const launchedSummary = (
+  ctx: SqlContext,
+  card: PlanCardType,
+  runId: string,
+  claimant: OwnerIdentity,
+  at: number,
+  parentRunId?: string
+): RunSummary => {
+  const deadline = card.envelope.budget.deadline
+  return {
+    runId,
+    flowId: card.flowId,
+    status: "accepted",
+    planId: card.planId,
+    planDigest: card.digest,
+    ...(card.executionDigest === undefined ? {} : { executionDigest: card.executionDigest }),
+    ...(ctx.options.engineVersion === undefined ? {} : { engineVersion: ctx.options.engineVersion }),
+    ownerId: fenceOf(claimant),
+    ...(deadline === undefined ? {} : { deadlineAt: at + deadline }),
+    ...(parentRunId === undefined ? {} : { parentRunId }),
+    createdAt: at,
+    updatedAt: at
   }
 }
 
@@ -232,20 +258,7 @@ export const makePlans = (ctx: SqlContext) => {
           const seq = early ?? (yield* Sequences.next(ctx, "run"))
           const runId = reservedRunId ?? `run-${seq}`
           const at = yield* ctx.now
-          const deadline = card.envelope.budget.deadline
-          const summary: RunSummary = {
-            runId,
-            flowId: card.flowId,
-            status: "accepted",
-            planId,
-            planDigest: card.digest,
-            ...(card.executionDigest === undefined ? {} : { executionDigest: card.executionDigest }),
-            ...(ctx.options.engineVersion === undefined ? {} : { engineVersion: ctx.options.engineVersion }),
-            ownerId: fenceOf(claimant),
-            ...(deadline === undefined ? {} : { deadlineAt: at + deadline }),
-            createdAt: at,
-            updatedAt: at
-          }
+          const summary = launchedSummary(ctx, card, runId, claimant, at)
           yield* ctx.store.create(runId, JSON.stringify(summary))
           yield* sql`INSERT INTO control_runs (run_id, created_seq, principal_id, principal_kind)
             VALUES (${runId}, ${seq}, ${principal?.id ?? null}, ${principal?.kind ?? null})`

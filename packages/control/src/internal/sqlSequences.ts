@@ -116,3 +116,32 @@ export const settled = (ctx: SqlContext, operation: string, name: "signal" | "pl
   )
   return settledNumber(ctx, operation, sequence, rows!.table, highest)
 }
+
+/**
+ * Take `count` numbers of `name` at once, ascending (for a batch of rows needed before they are
+ * written): one `nextval` per number in one statement on PostgreSQL; on SQLite, inside the write, the
+ * counter moved by `count` in one statement for a counted number.
+ */
+export const nextMany = (ctx: SqlContext, name: Name, count: number): Effect.Effect<ReadonlyArray<number>, SqlError | PersistenceError> =>
+  Effect.gen(function*() {
+    if (count <= 0) return []
+    if (ctx.isPostgres) {
+      const rows = yield* ctx.sql<{ readonly v: number | string }>`SELECT nextval(${sources[name].sequence}::regclass) AS v
+        FROM generate_series(1, ${count}::int) ORDER BY 1`
+      const values = rows.map((r) => Number(r.v))
+      if (values.length !== count || !values.every((n) => Number.isSafeInteger(n) && n > 0)) {
+        return yield* Effect.fail(persistenceError("allocate a sequence", `sequence ${name} is exhausted`))
+      }
+      return values
+    }
+    if (!counted.has(name)) return yield* Effect.forEach(Array.from({ length: count }), () => next(ctx, name))
+    const { sql } = ctx
+    yield* sql`INSERT INTO control_sequences (name, value) VALUES (${name}, 0) ON CONFLICT (name) DO NOTHING`
+    const rows = yield* sql<{ value: number | string }>`UPDATE control_sequences SET value = value + ${count}
+      WHERE name = ${name} AND value <= ${maxSafe - count} RETURNING value`
+    const last = Number(rows[0]?.value)
+    if (!Number.isSafeInteger(last) || last < count) {
+      return yield* Effect.fail(persistenceError("allocate a sequence", `sequence ${name} is exhausted`))
+    }
+    return Array.from({ length: count }, (_, i) => last - count + 1 + i)
+  })

@@ -2,6 +2,7 @@
  * Parsing of the CLI's value syntaxes (node.md 6.2): times, durations, statuses, JSON arguments,
  * principals, approval targets. Every refusal is a usage `CliFailure` (exit 2) naming the option.
  */
+import * as Queues from "@baton/control/Queues"
 import { CliFailure } from "./cliFailure.js"
 
 const usage = (code: string, message: string, hint?: string): CliFailure =>
@@ -175,6 +176,14 @@ const loneSurrogate = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\
 export const id = (argument: string, value: string): string => {
   const problem = idProblem(value)
   if (problem !== undefined) throw usage("invalid_id", `${argument} ${problem}`)
+  return value
+}
+
+/** A queue name argument (control's `Queues.namePattern`); anything else is usage naming `queue`. */
+export const queue = (value: string): string => {
+  if (!Queues.namePattern.test(value)) {
+    throw usage("invalid_queue", "queue must be 1 to 128 characters of a-z, 0-9 and . _ / - starting with a letter or digit")
+  }
   return value
 }
 

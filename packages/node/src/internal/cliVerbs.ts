@@ -5,6 +5,7 @@
 import * as Control from "@baton/control/Control"
 import * as ControlRuntime from "@baton/control/ControlRuntime"
 import * as ControlSchema from "@baton/control/ControlSchema"
+import * as Queues from "@baton/control/Queues"
 import * as Companion from "@baton/journal/Companion"
 import * as Journal from "@baton/journal/Journal"
 import type * as JournalEvent from "@baton/journal/JournalEvent"
@@ -18,6 +19,7 @@ import * as Flow from "../Flow.js"
 import { CliFailure, keyConflict } from "./cliFailure.js"
 import * as Parse from "./cliParse.js"
 import * as Render from "./cliRender.js"
+import * as Table from "./cliTable.js"
 import type { Catalog, Globals } from "./cliSession.js"
 import { location } from "./cliSession.js"
 
@@ -593,6 +595,43 @@ export const cancel = (ctx: VerbContext, runId: string, o: { readonly reason: st
     if (summary.status === "cancelled") return yield* out("cancelled")
     const owner = ownerText(summary)
     yield* out(owner === undefined ? "cancel requested; a host will stop it" : `cancel requested; owner ${owner} will stop it`)
+  })
+
+// ---------------------------------------------------------------------------------------------
+// queues
+
+/** `baton queue pause <queue>` and `baton queue resume <queue>`: prints the queue's settings after. */
+export const queueSwitch = (ctx: VerbContext, action: "pause" | "resume", queue: string) =>
+  Effect.gen(function*() {
+    const queues = yield* Queues.Queues
+    const settings = yield* (action === "pause" ? queues.pause(queue) : queues.resume(queue))
+    if (ctx.globals.json) return yield* outJson({ _tag: "queue", ...settings })
+    const limit = settings.concurrency === null ? "" : ` (limit ${settings.concurrency} running)`
+    yield* out(
+      settings.paused
+        ? `${queue} paused: hosts claim none of its runs; running runs go on${limit}`
+        : `${queue} resumed: hosts claim its runs again${limit}`
+    )
+  })
+
+/** `baton queue stats`: per queue available, delayed, running, failed, paused and the global limit. */
+export const queueStats = (ctx: VerbContext) =>
+  Effect.gen(function*() {
+    const stats = yield* Effect.flatMap(Queues.Queues, (queues) => queues.stats())
+    if (ctx.globals.json) return yield* outJson({ _tag: "queues", items: stats })
+    if (stats.length === 0) return yield* out("No queues.")
+    yield* out(Table.table(
+      ["QUEUE", "AVAILABLE", "DELAYED", "RUNNING", "FAILED", "PAUSED", "LIMIT"],
+      stats.map((s) => [
+        s.queue,
+        Table.count(s.available),
+        Table.count(s.delayed),
+        Table.count(s.running),
+        Table.count(s.failed),
+        s.paused ? "yes" : "no",
+        s.concurrency === null ? "-" : Table.count(s.concurrency)
+      ])
+    ))
   })
 
 /** `baton resume <runId>`. */

@@ -9,8 +9,9 @@ import * as RunStore from "@baton/run-store/RunStore"
 import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
 import * as NodePath from "@effect/platform-node/NodePath"
 import * as SqlClient from "@effect/sql/SqlClient"
-import { Cause, Effect, Exit, Fiber, Layer, Option, Schema } from "effect"
+import { Cause, Clock, Duration, Effect, Exit, Fiber, Layer, Option, Schema } from "effect"
 import type * as Flow from "../Flow.js"
+import { retryDelay } from "../Flow.js"
 import { Run } from "../Run.js"
 import { jsonIssue } from "./executorJson.js"
 import { durable, flushLossy, isFenceLoss, nodeSource } from "./executorJournal.js"
@@ -119,7 +120,7 @@ const settle = (
     })
   )
 
-const failureRecord = (cause: Cause.Cause<unknown>) => {
+const failureRecord = (cause: Cause.Cause<unknown>, flow?: Flow.Any) => {
   const defect = Cause.dieOption(cause)
   if (Option.isSome(defect) && defect.value instanceof StepMisuse) {
     const misuse = defect.value
@@ -130,7 +131,13 @@ const failureRecord = (cause: Cause.Cause<unknown>) => {
       defect: true
     }
   }
-  const base = errorRecord(cause)
+  const failure = Cause.failureOption(cause)
+  // A typed failure the flow's error schema encodes is recorded as `value`, so an awaiter decodes it.
+  const encoded = flow?.error === undefined || Option.isNone(failure)
+    ? undefined
+    : Schema.encodeEither(flow.error)(failure.value)
+  const value = encoded?._tag === "Right" && jsonIssue(encoded.right, "error") === undefined ? encoded.right : undefined
+  const base = value === undefined ? errorRecord(cause) : { ...errorRecord(cause), value }
   return Option.isSome(defect) && Option.isNone(Cause.failureOption(cause))
     ? { ...base, defect: true, message: Cause.pretty(cause).slice(0, 4000) }
     : base
@@ -179,6 +186,38 @@ const completedSteps = (state: DriveState): number => {
 }
 
 const Either_right = (value: unknown) => ({ _tag: "Right" as const, right: value })
+
+/**
+ * A failed run with attempts left goes back to its queue instead of failing: the error joins its
+ * history (`baton.run.retrying`), its attempt counts up and it becomes available after the policy's
+ * next delay, released in the same transaction. Answers whether it was released so.
+ */
+const retryLater = (env: DriveEnv, state: DriveState, error: Record<string, unknown>): Effect.Effect<boolean> =>
+  Effect.gen(function*() {
+    const runId = state.run.runId
+    const queueing = yield* env.runtime.queueing(runId)
+    if (queueing === undefined || queueing.retry === undefined) return false
+    const policy = queueing.retry
+    const attempt = queueing.attempt
+    const nowMs = yield* Clock.currentTimeMillis
+    const delay = yield* retryDelay(policy, attempt, nowMs)
+    if (Option.isNone(delay)) return false
+    const availableAtMs = nowMs + Math.ceil(Duration.toMillis(delay.value))
+    markEnd(state, "retrying")
+    yield* flushLossy(state)
+    yield* env.journal.transact(
+      Effect.gen(function*() {
+        yield* durable(state, "baton.run.retrying", { attempt, error, availableAtMs })
+        yield* env.runtime.requeue(runId, state.fence, attempt, availableAtMs)
+      }),
+      { key: runId }
+    )
+    return true
+  }).pipe(
+    Effect.catchAllCause((cause) =>
+      logFailure("retry", state.run.runId, cause, { warning: "could not schedule a retry; the run fails" }).pipe(Effect.as(false))
+    )
+  )
 
 const settleFailure = (env: DriveEnv, state: DriveState, error: Record<string, unknown>) => {
   markEnd(state, "failed")
@@ -306,7 +345,9 @@ export const drive = (
     if (Exit.isSuccess(exit)) {
       yield* settleSuccess(env, state, flow, exit.value)
     } else if (!Cause.isInterruptedOnly(exit.cause)) {
-      yield* settleFailure(env, state, failureRecord(exit.cause))
+      const record = failureRecord(exit.cause, flow)
+      released = yield* retryLater(env, state, record)
+      if (!released) yield* settleFailure(env, state, record)
     } else {
       if (Option.isNone(state.endReason)) {
         // Interrupted from outside: the heartbeat loop (loss), a facade cancel, or shutdown.

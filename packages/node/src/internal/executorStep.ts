@@ -1,7 +1,7 @@
 /** The step machinery behind `Step.run` and `Step.checkpoint` (node.md 5.3). */
 import type * as AttemptStore from "@baton/run-store/AttemptStore"
 import * as SqlClient from "@effect/sql/SqlClient"
-import { Cause, Clock, Context, Duration, Effect, Exit, Fiber, Option, Schema } from "effect"
+import { Cause, Clock, Context, Duration, Effect, Exit, Fiber, Option, Schedule, Schema } from "effect"
 import * as crypto from "node:crypto"
 import { jsonIssue } from "./executorJson.js"
 import { durable, failJournal, flushLossy, lossy } from "./executorJournal.js"
@@ -21,7 +21,11 @@ export interface StepOptions<A, AE> {
   readonly result?: Schema.Schema<A, AE>
   readonly commit?: (value: A) => Effect.Effect<void, unknown, SqlClient.SqlClient>
   readonly summarize?: (value: A) => Json
-  readonly retry?: { readonly times: number; readonly delay?: Duration.DurationInput }
+  readonly retry?: {
+    readonly times: number
+    readonly delay?: Duration.DurationInput
+    readonly schedule?: Schedule.Schedule<unknown, any>
+  }
 }
 
 /** hex sha256 of `"step:" + name`: the attempt store's step key. */
@@ -72,10 +76,12 @@ export const checkOptions = (name: string, options: unknown): Effect.Effect<void
   if (summarize !== undefined && typeof summarize !== "function") return refuse("summarize", "a function", summarize)
   if (retry === undefined) return Effect.void
   if (typeof retry !== "object" || retry === null) return refuse("retry", "an object { times, delay? }", retry)
-  const { delay, times } = retry as Record<string, unknown>
+  const { delay, schedule, times } = retry as Record<string, unknown>
   if (typeof times !== "number" || !Number.isSafeInteger(times) || times < 0) {
     return refuse("retry.times", "a non-negative integer", times)
   }
+  if (schedule !== undefined && !Schedule.isSchedule(schedule)) return refuse("retry.schedule", "a Schedule", schedule)
+  if (schedule !== undefined && delay !== undefined) return refuse("retry.delay", "absent when retry.schedule is given", delay)
   if (delay !== undefined) {
     const decoded = Duration.decodeUnknown(delay)
     if (
@@ -441,13 +447,18 @@ export const runStep = <A, E, R, AE>(
       }
     }
     const times = options?.retry?.times ?? 0
+    // A schedule paces the attempts (and may end them before `times`); its driver sleeps its delays.
+    const driver = options?.retry?.schedule === undefined ? undefined : yield* Schedule.driver(options.retry.schedule)
     for (let tried = 0;; tried++) {
       const exit = yield* Effect.exit(attemptOnce(state, name, digest, attempt, resumeFrom, body, options))
       if (Exit.isSuccess(exit)) return exit.value
-      const retryable = tried < times && Option.isSome(Cause.failureOption(exit.cause)) &&
-        !Cause.isInterrupted(exit.cause)
+      const failure = Cause.failureOption(exit.cause)
+      const retryable = tried < times && Option.isSome(failure) && !Cause.isInterrupted(exit.cause)
       if (!retryable) return yield* exit
-      if (options?.retry?.delay !== undefined) yield* Effect.sleep(options.retry.delay)
+      if (driver !== undefined) {
+        const more = yield* Effect.either(driver.next(failure.value))
+        if (more._tag === "Left") return yield* exit
+      } else if (options?.retry?.delay !== undefined) yield* Effect.sleep(options.retry.delay)
       if (state.stopping()) return yield* endDrive(state, "shutdown")
       attempt++
       resumeFrom = Option.none()

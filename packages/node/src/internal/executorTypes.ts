@@ -9,6 +9,7 @@ export type DriveCause = "launch" | "released" | "takeover" | "delegation" | "si
 export type EndReason =
   | "completed"
   | "failed"
+  | "retrying"
   | "parked"
   | "cancelled"
   | "shutdown"

@@ -9,7 +9,7 @@ import type * as AttemptStore from "@baton/run-store/AttemptStore"
 import * as Heartbeat from "@baton/run-store/Heartbeat"
 import type * as RunStore from "@baton/run-store/RunStore"
 import type * as SqlClient from "@effect/sql/SqlClient"
-import { Clock, Effect, Fiber, FiberSet, Option, PubSub, type Scope } from "effect"
+import { Clock, Effect, Fiber, FiberSet, Option, PubSub, Queue, type Scope } from "effect"
 import type * as Flow from "../Flow.js"
 import type * as HostIdentity from "../HostIdentity.js"
 import type * as ProcessLiveness from "../ProcessLiveness.js"
@@ -29,6 +29,8 @@ export type HostEvent =
 export interface Driven {
   readonly runId: string
   readonly flowId: string
+  /** The run's queue, when this host has per-host queue limits (else not looked up). */
+  readonly queue: string | undefined
   readonly cause: DriveCause
   readonly sinceMs: number
   readonly control: DriveControl
@@ -40,6 +42,8 @@ export interface CoreOptions {
   readonly identity: HostIdentity.HostIdentity
   readonly mode: "host" | "client"
   readonly maxRuns: number
+  /** Per-host limits: queue name → at most this many drives here. */
+  readonly queueLimits: ReadonlyMap<string, number>
   readonly flows: () => Effect.Effect<ReadonlyArray<Flow.Any>, unknown>
   readonly liveness: ProcessLiveness.Probe | undefined
   readonly check: (owner: OwnerId.OwnerId, context: { claimant: OwnerId.OwnerId; heartbeatAtMs: number | null; nowMs: number }) => Effect.Effect<boolean>
@@ -60,9 +64,28 @@ export interface HostCore extends CoreOptions {
   /** Draining: `Step.run` starts no new step. */
   draining: boolean
   readonly capacity: () => number
+  /** Whether this host may start one more drive of `queue` under its per-host limit. */
+  readonly queueRoom: (queue: string | undefined) => boolean
+  /** A run's queue, read only when this host has per-host limits (else `undefined`, no statement). */
+  readonly queueOf: (runId: string) => Effect.Effect<string | undefined>
+  /**
+   * Ask for a discovery pass now (a slot freed, a run was started in this process). Wakes coalesce:
+   * at most one pass is pending at a time; the supervisor takes them (`wakes`).
+   */
+  readonly wake: Effect.Effect<void>
+  readonly wakes: Queue.Dequeue<void>
   readonly flowFor: (flowId: string) => Effect.Effect<Flow.Any | undefined>
-  /** Start driving a run this process now owns; false when it could not (capacity, stopping). */
-  readonly startDrive: (runId: string, flowId: string, cause: DriveCause, previousOwner?: OwnerId.OwnerId | null) => Effect.Effect<boolean>
+  /**
+   * Start driving a run this process now owns; false when it could not (capacity, the queue's per-host
+   * limit, stopping). Callers check `capacity` and `queueRoom` before they claim.
+   */
+  readonly startDrive: (
+    runId: string,
+    flowId: string,
+    cause: DriveCause,
+    previousOwner?: OwnerId.OwnerId | null,
+    queue?: string
+  ) => Effect.Effect<boolean>
   /** Mark every drive as ending for `reason` and interrupt its handler. */
   readonly interruptAll: (reason: "shutdown") => Effect.Effect<void>
   readonly publish: (event: HostEvent) => Effect.Effect<void>
@@ -77,6 +100,25 @@ export const make = (options: CoreOptions): Effect.Effect<HostCore, never, Scope
     const fibers = yield* FiberSet.make<DriveEnd>()
     const driven = new Map<string, Driven>()
     const publish = (event: HostEvent) => PubSub.publish(events, event).pipe(Effect.asVoid)
+    // Capacity one, sliding: a wake while one is pending is the same wake.
+    const wakes = yield* Queue.sliding<void>(1)
+    const wake = Queue.offer(wakes, undefined).pipe(Effect.asVoid)
+    const limits = options.queueLimits
+    const queueRoom = (queue: string | undefined) => {
+      const limit = queue === undefined ? undefined : limits.get(queue)
+      if (limit === undefined) return true
+      let here = 0
+      for (const entry of driven.values()) if (entry.queue === queue) here++
+      return here < limit
+    }
+    const queueOf = (runId: string): Effect.Effect<string | undefined> =>
+      limits.size === 0
+        ? Effect.succeed(undefined)
+        : options.runtime.queueing(runId).pipe(
+          Effect.map((queueing) => queueing?.queue),
+          // Unknown is unlimited: a failed read must not strand a run this host already owns.
+          Effect.orElseSucceed(() => undefined)
+        )
     const flowFor = (flowId: string) =>
       options.flows().pipe(
         Effect.map((flows) => flows.find((flow) => flow.id === flowId)),
@@ -90,12 +132,18 @@ export const make = (options: CoreOptions): Effect.Effect<HostCore, never, Scope
       accepting: true,
       draining: false,
       capacity: () => options.maxRuns - driven.size,
+      queueRoom,
+      queueOf,
+      wake,
+      wakes,
       flowFor,
       publish,
-      startDrive: (runId, flowId, cause, previousOwner = null) =>
+      startDrive: (runId, flowId, cause, previousOwner = null, given) =>
         Effect.gen(function*() {
           if (driven.has(runId)) return true
           if (!core.accepting || driven.size >= options.maxRuns) return false
+          const queue = given ?? (yield* queueOf(runId))
+          if (!queueRoom(queue)) return false
           const control: DriveControl = { state: undefined, handler: undefined }
           const env: DriveEnv = {
             runtime: options.runtime,
@@ -115,6 +163,8 @@ export const make = (options: CoreOptions): Effect.Effect<HostCore, never, Scope
               Effect.tap((end) =>
                 Effect.gen(function*() {
                   driven.delete(runId)
+                  // A slot is free: look for the next run now rather than at the next sweep tick.
+                  yield* wake
                   if (end.lapsed) yield* publish({ _tag: "lapsed", runId })
                   if (end.released) yield* publish({ _tag: "released", runId, reason: end.reason })
                   else yield* publish({ _tag: "settled", runId, reason: end.reason })
@@ -126,6 +176,7 @@ export const make = (options: CoreOptions): Effect.Effect<HostCore, never, Scope
           driven.set(runId, {
             runId,
             flowId,
+            queue,
             cause,
             sinceMs,
             control,

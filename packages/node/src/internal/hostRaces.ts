@@ -4,6 +4,7 @@
  * (storage trouble, a defect) stays a WARN with its cause.
  */
 import * as ControlSchema from "@baton/control/ControlSchema"
+import * as Queues from "@baton/control/Queues"
 import { Cause, Chunk, Effect } from "effect"
 import { isFenceLoss } from "./executorJournal.js"
 
@@ -17,12 +18,19 @@ const raceTags: ReadonlySet<string> = new Set([
   "Conflict"
 ])
 
+/** `ClaimLost` reasons of a claim its run's queue refused (paused, or at its global limit). */
+const queueReasons: ReadonlySet<string> = new Set([Queues.pausedReason, Queues.fullReason])
+
+/** Whether a `ClaimLost` reason is a queue's refusal: an expected outcome, like a lost race. */
+export const isQueueReason = (reason: unknown): boolean => typeof reason === "string" && queueReasons.has(reason)
+
 const field = (error: unknown, name: string): string | undefined =>
   typeof error === "object" && error !== null && name in error ? String((error as Record<string, unknown>)[name]) : undefined
 
 /** Whether `error` says another process holds or has settled the run (a claim or fence that was lost). */
 export const isLostRaceError = (error: unknown): boolean =>
-  isFenceLoss(error) || raceTags.has(field(error, "_tag") ?? "") || raceTags.has(field(error, "reason") ?? "")
+  isFenceLoss(error) || raceTags.has(field(error, "_tag") ?? "") || raceTags.has(field(error, "reason") ?? "") ||
+  isQueueReason(field(error, "reason"))
 
 /** Whether `cause` is only lost races: failures that all are, with no defect and no interruption. */
 export const isLostRace = (cause: Cause.Cause<unknown>): boolean => {

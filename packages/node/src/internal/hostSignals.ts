@@ -145,13 +145,15 @@ export const takeUp = (
     const flow = yield* core.flowFor(summary.flowId)
     if (flow === undefined) return false
     if (!(yield* takeUpAllowed(core, summary, delegation))) return false
+    const queue = yield* core.queueOf(runId)
+    if (!core.queueRoom(queue)) return false
     if (yield* skipsForDrift(core, runId)) return false
     const claimed = yield* core.runtime.resume(runId, { scope: "any" })
     if (settledElsewhere(claimed)) {
       yield* logLostRace("delegation take-up", runId, "settled")
       return false
     }
-    const started = yield* core.startDrive(runId, summary.flowId, cause)
+    const started = yield* core.startDrive(runId, summary.flowId, cause, null, queue)
     if (started) yield* core.runtime.clearResume(runId, delegation.sequence)
     return started
   }).pipe(

@@ -1,7 +1,10 @@
 /** The host supervisor: poll fiber, `NodeHost` members, and graceful shutdown (node.md 4.5, 4.6). */
-import { Deferred, Duration, Effect, Fiber, Random, Stream } from "effect"
+import * as Queues from "@baton/control/Queues"
+import * as Dialect from "@baton/database/Dialect"
+import { Cause, Deferred, Duration, Effect, Fiber, Queue, Random, Schedule, Stream } from "effect"
 import type { HostCore, HostEvent } from "./hostCore.js"
-import { makeMemory, tick } from "./hostSweep.js"
+import { logFailure } from "./hostRaces.js"
+import { discovery, makeMemory, tick } from "./hostSweep.js"
 
 /** `NodeHost`'s shape (node.md 4.1). */
 export interface NodeHostService {
@@ -12,6 +15,8 @@ export interface NodeHostService {
   >
   readonly events: Stream.Stream<HostEvent>
   readonly sweepNow: Effect.Effect<void>
+  /** Ask for a discovery pass now; wakes coalesce (one pending pass at a time). Never fails. */
+  readonly wake: Effect.Effect<void>
   readonly shutdown: Effect.Effect<void>
 }
 
@@ -32,12 +37,39 @@ export const client = (core: HostCore): NodeHostService => ({
   owned: Effect.succeed([]),
   events: Stream.empty,
   sweepNow: Effect.void,
+  wake: Effect.void,
   shutdown: Effect.void
 })
 
+interface Listening {
+  readonly listen: (channel: string) => Stream.Stream<string, unknown>
+}
+
+/** Wakes on the work channel's notifications for this schema; reconnects every 5 s after a failure. */
+const listen = (core: HostCore): Effect.Effect<void> => {
+  const sql = core.sql as unknown as Partial<Listening>
+  if (!Dialect.isPostgres(core.sql) || typeof sql.listen !== "function") return Effect.void
+  const once = Effect.gen(function*() {
+    const [row] = yield* core.sql<{ schema: string }>`SELECT current_schema() AS schema`
+    const schema = row?.schema
+    yield* sql.listen!(Queues.workChannel).pipe(
+      Stream.filter((payload) => payload === schema),
+      Stream.runForEach(() => (core.accepting ? core.wake : Effect.void))
+    )
+  })
+  return once.pipe(
+    Effect.catchAllCause((cause) =>
+      Cause.isInterruptedOnly(cause) ? Effect.interrupt : logFailure("listen for work", "", cause, { warning: "work notifications lost; retrying" })
+    ),
+    Effect.repeat(Schedule.spaced("5 seconds")),
+    Effect.asVoid
+  )
+}
+
 /**
  * Start the host: the first sweep tick runs at once (startup recovery), then every
- * `pollIntervalMs` ±10 %. The returned service's `shutdown` runs the steps of node.md 4.6 once,
+ * `pollIntervalMs` ±10 %. Between ticks a second fiber answers wakes (`core.wake`: a drive ended, a
+ * run was started here) with a discovery pass; it shares the ticks' permit, so passes never overlap. The returned service's `shutdown` runs the steps of node.md 4.6 once,
  * bounded by `shutdownGraceMs`; the caller registers it as the layer's finalizer.
  */
 export const start = (
@@ -59,11 +91,28 @@ export const start = (
       }
     })
     const poller = yield* Effect.forkDaemon(loop)
+    // Taking the wake before the pass lets a wake during the pass queue exactly one more.
+    const prompt = Effect.gen(function*() {
+      yield* Deferred.await(firstSweep)
+      while (true) {
+        yield* Queue.take(core.wakes)
+        yield* permit.withPermits(1)(discovery(core)).pipe(
+          Effect.catchAllCause((cause) =>
+            Cause.isInterruptedOnly(cause) ? Effect.interrupt : logFailure("wake: discovery", "", cause)
+          )
+        )
+      }
+    })
+    const waker = yield* Effect.forkDaemon(prompt)
+    // PostgreSQL: a start in another process notifies the work channel; listening turns that into a wake.
+    const listener = yield* Effect.forkDaemon(listen(core))
     const done = yield* Deferred.make<void>()
     let started = false
     const drainThenInterrupt = Effect.gen(function*() {
       core.accepting = false
       yield* Fiber.interrupt(poller)
+      yield* Fiber.interrupt(waker)
+      yield* Fiber.interrupt(listener)
       core.draining = true
       // Finalizers run uninterruptibly; the waits must stay interruptible for their timeouts.
       const all = () =>
@@ -93,6 +142,7 @@ export const start = (
       owned: owned(core),
       events: Stream.fromPubSub(core.events),
       sweepNow: Effect.suspend(() => (core.accepting ? sweep : Effect.void)),
+      wake: Effect.suspend(() => (core.accepting ? core.wake : Effect.void)),
       shutdown
     }
     return { service, firstSweep: Deferred.await(firstSweep), shutdown }

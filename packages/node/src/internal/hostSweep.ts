@@ -12,7 +12,7 @@ import { nodeSource } from "./executorJournal.js"
 import { markEnd } from "./executorState.js"
 import type { HostCore } from "./hostCore.js"
 import { skipsForDrift } from "./hostDrift.js"
-import { logFailure, logLostRace, settledElsewhere } from "./hostRaces.js"
+import { isQueueReason, logFailure, logLostRace, settledElsewhere } from "./hostRaces.js"
 import { deliverSignal, takeUp } from "./hostSignals.js"
 import * as LiveIncarnations from "./liveIncarnations.js"
 
@@ -121,8 +121,12 @@ const delegations = (core: HostCore) =>
     }
   })
 
-/** Step 4: work discovery (released runs, stale owners, orphaned claims). */
-const discovery = (core: HostCore) =>
+/**
+ * Step 4: work discovery (stale owners, orphaned claims, then released runs in claim order). A queue
+ * whose claim was refused as paused or full is passed over for the rest of the pass, and so is one at
+ * this host's own limit for it.
+ */
+export const discovery = (core: HostCore) =>
   Effect.gen(function*() {
     const capacity = core.capacity()
     if (capacity <= 0 || !core.accepting) return
@@ -137,14 +141,26 @@ const discovery = (core: HostCore) =>
       return
     }
     const self = HostIdentity.ownerOf(core.identity)
+    const refused = new Set<string>()
     let earlier = 0
     for (const candidate of page.candidates) {
       if (core.capacity() <= 0 || !core.accepting) break
       if (core.driven.has(candidate.runId)) continue
-      yield* guarded("claim", candidate.runId, claimCandidate(core, candidate, self, (n) => (earlier += n)))
+      // Recovering an orphaned claim starts no drive here, so no limit applies to it.
+      if (candidate.kind !== "orphaned-claim" && (refused.has(candidate.queue) || !core.queueRoom(candidate.queue))) continue
+      yield* guarded(
+        "claim",
+        candidate.runId,
+        claimCandidate(core, candidate, self, (n) => (earlier += n), () => refused.add(candidate.queue))
+      )
     }
     if (earlier > 0) yield* Effect.logInfo(`found ${earlier} runs owned by an earlier process with this pid`)
   })
+
+/** Whether a failed claim was refused by its run's queue (paused, or at its global limit). */
+export const queueRefused = (error: unknown): boolean =>
+  typeof error === "object" && error !== null && (error as { readonly _tag?: unknown })._tag === "ClaimLost" &&
+  isQueueReason((error as { readonly reason?: unknown }).reason)
 
 /** Whether `owner` is this process (same host id, pid and incarnation). */
 const ownLease = (core: HostCore, owner: OwnerId.OwnerId) =>
@@ -184,7 +200,8 @@ const claimCandidate = (
   core: HostCore,
   candidate: ControlRuntime.HostCandidate,
   self: OwnerId.OwnerId,
-  countEarlier: (n: number) => void
+  countEarlier: (n: number) => void,
+  queueRefusal: () => void
 ) =>
   Effect.gen(function*() {
     const runId = candidate.runId
@@ -211,9 +228,12 @@ const claimCandidate = (
       case "released": {
         if (yield* skipsForDrift(core, runId)) return
         const claimed = yield* Effect.either(core.runtime.resume(runId, { scope: "any" }))
-        if (claimed._tag === "Left") return
+        if (claimed._tag === "Left") {
+          if (queueRefused(claimed.left)) queueRefusal()
+          return
+        }
         if (settledElsewhere(claimed.right)) return yield* logLostRace("sweep: claim", runId, "settled")
-        yield* core.startDrive(runId, candidate.flowId, "released")
+        yield* core.startDrive(runId, candidate.flowId, "released", null, candidate.queue)
         return
       }
       case "stale-owner": {
@@ -244,18 +264,30 @@ const claimCandidate = (
             owner
           ).pipe(Effect.ignore)
         }
-        yield* core.startDrive(runId, candidate.flowId, "takeover", from ?? null)
+        yield* core.startDrive(runId, candidate.flowId, "takeover", from ?? null, candidate.queue)
         return
       }
     }
   })
 
-/** One sweep tick, in the order of node.md 4.5. */
+const everything: ControlRuntime.HostProbe = { signals: true, resumes: true, candidates: true }
+
+/**
+ * One sweep tick, in the order of node.md 4.5. One probe first says which of signals, delegations and
+ * discovery have anything to read, so an idle host's tick is that one statement (cancels read only runs
+ * driven here); a failed probe reads them all, as a tick did before.
+ */
 export const tick = (core: HostCore, memory: SweepMemory): Effect.Effect<void> =>
   Effect.gen(function*() {
     yield* cancels(core, memory)
     if (!core.accepting) return
-    yield* guarded("signals", "", signals(core))
-    yield* guarded("delegations", "", delegations(core))
-    yield* guarded("discovery", "", discovery(core))
+    const flowIds = yield* servedFlowIds(core)
+    const nowMs = yield* Clock.currentTimeMillis
+    const work = yield* core.runtime.hostProbe({ flowIds, nowMs }).pipe(
+      Effect.tapError((error) => Effect.logDebug(`sweep: probe failed (${error._tag}); reading everything`)),
+      Effect.orElseSucceed(() => everything)
+    )
+    if (work.signals) yield* guarded("signals", "", signals(core))
+    if (work.resumes) yield* guarded("delegations", "", delegations(core))
+    if (work.candidates) yield* guarded("discovery", "", discovery(core))
   })

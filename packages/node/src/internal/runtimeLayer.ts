@@ -4,6 +4,7 @@ import * as Control from "@baton/control/Control"
 import * as ControlError from "@baton/control/ControlError"
 import * as ControlExecutor from "@baton/control/ControlExecutor"
 import * as ControlRuntime from "@baton/control/ControlRuntime"
+import * as Queues from "@baton/control/Queues"
 import * as SqlControlRuntime from "@baton/control/SqlControlRuntime"
 import type * as DatabaseError from "@baton/database/DurableWriter"
 import type * as DurableWriter from "@baton/database/DurableWriter"
@@ -120,7 +121,7 @@ export const compose = <E1, E2>(
     const migrated = Layer.provideMerge(migrationsLayer(validated, options), withClock)
     const consensus = Layer.provideMerge(SqlConsensus.layer, migrated)
     const stores = Layer.provideMerge(
-      Layer.mergeAll(SqlJournal.layerWith(options.journal ?? {}), RunStore.layerWith, AttemptStore.layer),
+      Layer.mergeAll(SqlJournal.layerWith(options.journal ?? {}), RunStore.layerWith, AttemptStore.layer, Queues.layer),
       consensus
     )
     const runtime = Layer.provideMerge(SqlControlRuntime.layer(controlOptions), stores)
@@ -132,6 +133,7 @@ export const compose = <E1, E2>(
             identity,
             mode: validated.mode,
             maxRuns: validated.maxRuns,
+            queueLimits: validated.queueLimits,
             flows: readFlows,
             liveness: probe,
             check,

@@ -4,6 +4,7 @@ import type * as ControlError from "@baton/control/ControlError"
 import type * as DurableWriter from "@baton/database/DurableWriter"
 import * as Migrations from "@baton/database/Migrations"
 import * as ControlMigrations from "@baton/control/Migrations"
+import * as Queues from "@baton/control/Queues"
 import * as Consensus from "@baton/journal/Consensus"
 import * as JournalMigrations from "@baton/journal/Migrations"
 import type * as SqlJournal from "@baton/journal/SqlJournal"
@@ -29,6 +30,8 @@ export interface Options {
   readonly liveness?: Ownership.LivenessCheck
   readonly takeOverHungOwnersAfter?: Duration.DurationInput
   readonly maxRuns?: number
+  /** Per-host limits by queue name: this host drives at most `concurrency` runs of that queue at once. */
+  readonly queues?: { readonly [queue: string]: { readonly concurrency: number } }
   readonly pollInterval?: Duration.DurationInput
   readonly shutdownGrace?: Duration.DurationInput
   readonly drainTimeout?: Duration.DurationInput
@@ -42,6 +45,8 @@ export interface Validated {
   readonly readOnly: boolean
   readonly flows: ReadonlyArray<Flow.Any>
   readonly maxRuns: number
+  /** Per-host limits: queue name → at most this many drives here. */
+  readonly queueLimits: ReadonlyMap<string, number>
   readonly pollIntervalMs: number
   readonly shutdownGraceMs: number
   readonly drainTimeoutMs: number
@@ -134,6 +139,32 @@ export const validatePg = (options: PgExtras) =>
     }
   })
 
+/**
+ * Per-host queue limits: an object whose keys are queue names (`Queues.namePattern`) and whose values
+ * are `{ concurrency }`, an integer between 1 and 1024. Fields `queues`, `queues.<name>`,
+ * `queues.<name>.concurrency`.
+ */
+export const validateQueues = (queues: Options["queues"]) =>
+  Effect.gen(function*() {
+    const limits = new Map<string, number>()
+    if (queues === undefined) return limits
+    if (typeof queues !== "object" || queues === null || Array.isArray(queues)) {
+      return yield* fail("queues", "must be an object { [queue]: { concurrency } }")
+    }
+    for (const [queue, limit] of Object.entries(queues)) {
+      if (!Queues.namePattern.test(queue)) {
+        return yield* fail(`queues.${JSON.stringify(queue)}`, "queue names must match /^[a-z0-9][a-z0-9._\\/-]{0,127}$/")
+      }
+      if (typeof limit !== "object" || limit === null) return yield* fail(`queues.${queue}`, "must be { concurrency }")
+      const n = limit.concurrency
+      if (!Number.isSafeInteger(n) || n < 1 || n > 1024) {
+        return yield* fail(`queues.${queue}.concurrency`, "must be an integer between 1 and 1024")
+      }
+      limits.set(queue, n)
+    }
+    return limits
+  })
+
 /** The default principal, when given: `{ id, kind }`, both non-empty strings. */
 export const validatePrincipal = (principal: Options["principal"]) => {
   if (principal === undefined) return Effect.void
@@ -157,6 +188,7 @@ export const validate = (options: Options & PgExtras): Effect.Effect<Validated, 
     if (!Number.isSafeInteger(maxRuns) || maxRuns < 1 || maxRuns > 1024) {
       return yield* fail("maxRuns", "must be an integer between 1 and 1024")
     }
+    const queueLimits = yield* validateQueues(options.queues)
     const pollIntervalMs = yield* millis("pollInterval", options.pollInterval, 1000)
     if (pollIntervalMs < 100 || pollIntervalMs > 10_000) {
       return yield* fail("pollInterval", "must be between 100 milliseconds and 10 seconds")
@@ -181,6 +213,7 @@ export const validate = (options: Options & PgExtras): Effect.Effect<Validated, 
       readOnly,
       flows,
       maxRuns,
+      queueLimits,
       pollIntervalMs,
       shutdownGraceMs,
       drainTimeoutMs,

@@ -1,0 +1,259 @@
+import { describe, expect, it } from "@effect/vitest"
+import * as Control from "@baton/control/Control"
+import * as SqlClient from "@effect/sql/SqlClient"
+import { Duration, Effect, Option, Schedule, Schema } from "effect"
+import * as Flow from "../src/Flow.js"
+import * as NodeRuntime from "../src/NodeRuntime.js"
+import * as Step from "../src/Step.js"
+
+class Refused extends Schema.TaggedError<Refused>()("Refused", { why: Schema.String }) {}
+
+const double = Flow.make({
+  id: "test.double",
+  description: "doubles n in one step",
+  version: "1",
+  input: Schema.Struct({ n: Schema.Number, when: Schema.optional(Schema.DateFromString) }),
+  output: Schema.Struct({ doubled: Schema.Number }),
+  handler: ({ n }) => Step.run("double", Effect.succeed({ doubled: n * 2 }))
+})
+
+const refuse = Flow.make({
+  id: "test.refuse",
+  description: "fails with a typed error",
+  version: "1",
+  input: Schema.Struct({ why: Schema.String }),
+  error: Refused,
+  handler: ({ why }): Effect.Effect<string, Refused> => Effect.fail(new Refused({ why }))
+})
+
+const gated = Flow.make({
+  id: "test.gated",
+  description: "needs approval",
+  version: "1",
+  approval: "required",
+  input: Schema.Number,
+  handler: Effect.succeed
+})
+
+const never = Flow.make({
+  id: "test.never",
+  description: "waits forever",
+  version: "1",
+  input: Schema.Null,
+  handler: () => Effect.asVoid(Effect.never)
+})
+
+let flakyCalls = 0
+let prepared = 0
+const flaky = Flow.make({
+  id: "test.flaky",
+  description: "fails its first two attempts after a completed step",
+  version: "1",
+  input: Schema.Struct({ failures: Schema.Number }),
+  retry: { maxAttempts: 3, initial: "50 millis", factor: 2, jitter: false },
+  handler: ({ failures }) =>
+    Effect.gen(function*() {
+      yield* Step.run("prepare", Effect.sync(() => ++prepared))
+      flakyCalls++
+      if (flakyCalls <= failures) return yield* Effect.fail(new Refused({ why: `attempt ${flakyCalls}` }))
+      return flakyCalls
+    })
+})
+
+let stepTries = 0
+const paced = Flow.make({
+  id: "test.paced",
+  description: "a step retried by a Schedule that allows one retry",
+  version: "1",
+  input: Schema.Null,
+  handler: (): Effect.Effect<string, Refused, Flow.Services> =>
+    Step.run(
+      "always-fails",
+      Effect.suspend(() => {
+        stepTries++
+        return Effect.fail(new Refused({ why: `try ${stepTries}` })) as Effect.Effect<string, Refused>
+      }),
+      { retry: { times: 5, schedule: Schedule.recurs(1).pipe(Schedule.addDelay(() => "10 millis")) } }
+    )
+})
+
+const runtime = NodeRuntime.layerTest({ flows: [double, refuse, gated, never, flaky, paced] })
+
+const retryingFacts = (runId: string) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const rows = yield* sql<{ payload_json: string }>`SELECT payload_json FROM flows_journal_events
+      WHERE run_id = ${runId} AND event_type = 'baton.run.retrying' ORDER BY seq`
+    return rows.map((r) => JSON.parse(r.payload_json) as { attempt: number; availableAtMs: number; error: { message: string } })
+  })
+
+const counts = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  const [plans] = yield* sql<{ n: number }>`SELECT COUNT(*) AS n FROM control_plans`
+  const [runs] = yield* sql<{ n: number }>`SELECT COUNT(*) AS n FROM flows_runs`
+  return { plans: Number(plans!.n), runs: Number(runs!.n) }
+})
+
+describe("Flow.start and Flow.await", () => {
+  it.live("start runs without a plan decision; await answers the decoded result", () =>
+    Effect.gen(function*() {
+      const handle = yield* Flow.start(double, { n: 21 })
+      expect(handle.created).toBe(true)
+      const outcome = yield* Flow.await(handle, { timeout: "20 seconds" })
+      expect(outcome).toEqual(Flow.Outcome.Completed({ runId: handle.runId, value: { doubled: 42 } }))
+      const summary = yield* (yield* Control.Control).getRun(handle.runId)
+      expect(summary.status).toBe("completed")
+      expect(summary.result).toEqual({ doubled: 42 })
+    }).pipe(Effect.provide(runtime)))
+
+  it.live("a typed failure is answered decoded by the flow's error schema, and getRun carries it", () =>
+    Effect.gen(function*() {
+      const handle = yield* Flow.start(refuse, { why: "no" })
+      const outcome = yield* Flow.await(handle, { timeout: "20 seconds" })
+      expect(Flow.Outcome.$is("Failed")(outcome)).toBe(true)
+      if (outcome._tag !== "Failed") return
+      expect(outcome.error).toBeInstanceOf(Refused)
+      expect((outcome.error as Refused).why).toBe("no")
+      const summary = yield* (yield* Control.Control).getRun(handle.runId)
+      expect(summary.status).toBe("failed")
+      expect(summary.error).toMatchObject({ tag: "Refused" })
+    }).pipe(Effect.provide(runtime)))
+
+  it.live("a cancelled run answers Cancelled with its attribution; a bare run id awaits too", () =>
+    Effect.gen(function*() {
+      const control = yield* Control.Control
+      const handle = yield* Flow.start(never, null)
+      yield* control.cancel({ runId: handle.runId, idempotencyKey: "stop-it", reason: "test over" })
+      const outcome = yield* Flow.await(handle.runId, { timeout: "20 seconds" })
+      expect(outcome._tag).toBe("Cancelled")
+      if (outcome._tag === "Cancelled") expect(outcome.attribution?.reason).toBe("test over")
+    }).pipe(Effect.provide(runtime)))
+
+  it.live("the same idempotency key and input answer the same run; other input is refused and writes nothing", () =>
+    Effect.gen(function*() {
+      const first = yield* Flow.start(double, { n: 1 }, { idempotencyKey: "k-1" })
+      const again = yield* Flow.start(double, { n: 1 }, { idempotencyKey: "k-1" })
+      expect(again.runId).toBe(first.runId)
+      expect(again.created).toBe(false)
+      const before = yield* counts
+      const conflict = yield* Effect.flip(Flow.start(double, { n: 2 }, { idempotencyKey: "k-1" }))
+      expect(conflict._tag).toBe("IdempotencyConflict")
+      expect(conflict.message).toBe("idempotencyKey: was used for a start of another flow or input")
+      expect(yield* counts).toEqual(before)
+    }).pipe(Effect.provide(runtime)))
+
+  it.live("bad input, bad options and an approval-only flow are refused with typed errors and write nothing", () =>
+    Effect.gen(function*() {
+      const before = yield* counts
+      const badInput = yield* Effect.flip(Flow.start(double, { n: "x" } as never))
+      expect(badInput._tag).toBe("InvalidInput")
+      expect(badInput.message).toContain("input")
+      expect(badInput.message).not.toContain("\"x\"")
+      const badQueue = yield* Effect.flip(Flow.start(double, { n: 1 }, { queue: "Not A Queue" }))
+      expect(badQueue.message).toContain("queue: must be 1 to 128 characters")
+      const badPriority = yield* Effect.flip(Flow.start(double, { n: 1 }, { priority: 1.5 }))
+      expect(badPriority.message).toContain("priority: must be an integer")
+      const badRetry = yield* Effect.flip(Flow.start(double, { n: 1 }, { retry: { maxAttempts: 0 } }))
+      expect(badRetry.message).toContain("retry.maxAttempts")
+      const both = yield* Effect.flip(Flow.start(double, { n: 1 }, { delay: "1 second", availableAt: 5 }))
+      expect(both.message).toContain("availableAt")
+      const nested = yield* Effect.flip(Flow.start(double, { n: "SECRET-not-a-number" } as never))
+      expect(nested.message).toBe("input.n: must be number")
+      expect(nested.message).not.toContain("SECRET")
+      const top = yield* Effect.flip(Flow.start(double, "SECRET-TOPLEVEL" as never))
+      expect(top.message).not.toContain("SECRET")
+      const badDuration = yield* Effect.flip(Flow.start(double, { n: 1 }, { retry: { maxAttempts: 3, initial: "bogus" as never } }))
+      expect(badDuration.message).toBe("retry.initial: must be a finite, non-negative duration")
+      const negative = yield* Effect.flip(Flow.start(double, { n: 1 }, { delay: -1000 }))
+      expect(negative.message).toBe("delay: must be a finite, non-negative duration")
+      const orphan = yield* Effect.flip(Flow.start(double, { n: 1 }, { parentRunId: "run-999999" }))
+      expect(orphan.message).toBe("parentRunId: names no run")
+      const gate = yield* Effect.flip(Flow.start(gated, 1))
+      expect(gate._tag).toBe("ApprovalRequired")
+      const many = yield* Effect.flip(Flow.startMany(double, [{ n: 1 }, { n: Number.NaN as never }, { n: 3 }]))
+      expect(many._tag).toBe("InvalidInput")
+      expect(yield* counts).toEqual(before)
+    }).pipe(Effect.provide(runtime)))
+
+  it.live("startMany writes every run in one call and each completes", () =>
+    Effect.gen(function*() {
+      const handles = yield* Flow.startMany(double, Array.from({ length: 20 }, (_, n) => ({ n })))
+      expect(new Set(handles.map((h) => h.runId)).size).toBe(20)
+      const outcomes = yield* Effect.forEach(handles, (h) => Flow.await(h, { timeout: "30 seconds" }), { concurrency: 20 })
+      expect(outcomes.map((o) => (o._tag === "Completed" ? o.value.doubled : -1))).toEqual(handles.map((_, n) => n * 2))
+    }).pipe(Effect.provide(runtime)), 60_000)
+
+  it.live("a delayed run waits until it is available", () =>
+    Effect.gen(function*() {
+      const started = Date.now()
+      const handle = yield* Flow.start(double, { n: 5 }, { delay: "1500 millis" })
+      const outcome = yield* Flow.await(handle, { timeout: "20 seconds" })
+      expect(outcome._tag).toBe("Completed")
+      expect(Date.now() - started).toBeGreaterThanOrEqual(1500)
+    }).pipe(Effect.provide(runtime)))
+
+  it.live("await times out with a typed error and changes nothing", () =>
+    Effect.gen(function*() {
+      const handle = yield* Flow.start(never, null)
+      const error = yield* Effect.flip(Flow.await(handle, { timeout: "200 millis" }))
+      expect(error._tag).toBe("AwaitTimeout")
+      expect((yield* (yield* Control.Control).getRun(handle.runId)).status).not.toBe("cancelled")
+    }).pipe(Effect.provide(runtime)))
+
+  it.live("a failed run is retried per its policy, keeps its completed steps, and records every attempt's error", () =>
+    Effect.gen(function*() {
+      flakyCalls = 0
+      prepared = 0
+      const handle = yield* Flow.start(flaky, { failures: 2 })
+      const outcome = yield* Flow.await(handle, { timeout: "20 seconds" })
+      expect(outcome).toEqual(Flow.Outcome.Completed({ runId: handle.runId, value: 3 }))
+      expect(flakyCalls).toBe(3)
+      expect(prepared).toBe(1)
+      const facts = yield* retryingFacts(handle.runId)
+      expect(facts.map((f) => f.attempt)).toEqual([1, 2])
+      expect(facts.map((f) => f.error.message.includes(`attempt ${f.attempt}`))).toEqual([true, true])
+      const sql = yield* SqlClient.SqlClient
+      const [row] = yield* sql<{ attempt: number }>`SELECT attempt FROM control_runs WHERE run_id = ${handle.runId}`
+      expect(Number(row!.attempt)).toBe(3)
+    }).pipe(Effect.provide(runtime)))
+
+  it.live("after the last attempt the run is failed with every attempt's error in its history", () =>
+    Effect.gen(function*() {
+      flakyCalls = 0
+      const handle = yield* Flow.start(flaky, { failures: 10 }, { retry: { maxAttempts: 2, initial: "20 millis", jitter: false } })
+      const outcome = yield* Flow.await(handle, { timeout: "20 seconds" })
+      expect(outcome._tag).toBe("Failed")
+      expect(flakyCalls).toBe(2)
+      const facts = yield* retryingFacts(handle.runId)
+      expect(facts).toHaveLength(1)
+      expect(facts[0]!.error.message).toContain("attempt 1")
+      const summary = yield* (yield* Control.Control).getRun(handle.runId)
+      expect(summary.error).toMatchObject({ tag: "Refused" })
+      expect((summary.error as { message: string }).message).toContain("attempt 2")
+    }).pipe(Effect.provide(runtime)))
+
+  it.live("a step's retry schedule paces its attempts and ends them before times", () =>
+    Effect.gen(function*() {
+      stepTries = 0
+      const outcome = yield* Flow.await(yield* Flow.start(paced, null), { timeout: "20 seconds" })
+      expect(outcome._tag).toBe("Failed")
+      expect(stepTries).toBe(2)
+    }).pipe(Effect.provide(runtime)))
+
+  it.effect("the retry schedule backs off exponentially, capped, and stops after the last attempt", () =>
+    Effect.gen(function*() {
+      const policy = Flow.retryPolicy({ maxAttempts: 5, initial: "1 second", factor: 2, max: "5 seconds", jitter: false })
+      const delays = yield* Effect.forEach([1, 2, 3, 4, 5], (n) => Flow.retryDelay(policy, n, 0))
+      expect(delays.map((d) => Option.map(d, Duration.toMillis))).toEqual([
+        Option.some(1000),
+        Option.some(2000),
+        Option.some(4000),
+        Option.some(5000),
+        Option.none()
+      ])
+      const jittered = Flow.retryPolicy({ maxAttempts: 3, initial: "1 second" })
+      const d = Option.getOrThrow(yield* Flow.retryDelay(jittered, 1, 0))
+      expect(Duration.toMillis(d)).toBeGreaterThanOrEqual(500)
+      expect(Duration.toMillis(d)).toBeLessThan(1500)
+    }))
+})
