@@ -368,16 +368,25 @@ export const make: Effect.Effect<Service, never, ControlRuntime.ControlRuntime |
     const semaphore = yield* Effect.makeSemaphore(1)
     const host: Runs.Host = { runtime, journal, semaphore, executor, store }
 
-    const decorate = (summary: ControlSchema.RunSummary): Effect.Effect<ControlSchema.RunSummary> =>
-      Runs.isTerminal(summary.status)
-        ? Effect.succeed(summary)
-        : Effect.all([runtime.codeDrift(summary.runId), runtime.listFlows]).pipe(
-          Effect.map(([drift, flows]) => {
+    // Facade views (code drift) of a batch of runs: one `codeDrifts` for the live ones, no read per run.
+    const decorateAll = (
+      summaries: ReadonlyArray<ControlSchema.RunSummary>
+    ): Effect.Effect<ReadonlyArray<ControlSchema.RunSummary>> => {
+      const live = summaries.filter((summary) => !Runs.isTerminal(summary.status))
+      if (live.length === 0) return Effect.succeed(summaries)
+      return Effect.all([runtime.codeDrifts(live), runtime.listFlows]).pipe(
+        Effect.map(([drifts, flows]) =>
+          summaries.map((summary) => {
+            const drift = drifts.get(summary.runId)
             const view = drift === undefined ? undefined : readDriftView(drift, flows)
             return view === undefined ? summary : { ...summary, codeDrift: view }
-          }),
-          Effect.orElseSucceed(() => summary)
-        )
+          })
+        ),
+        Effect.orElseSucceed(() => summaries)
+      )
+    }
+    const decorate = (summary: ControlSchema.RunSummary): Effect.Effect<ControlSchema.RunSummary> =>
+      Effect.map(decorateAll([summary]), (decorated) => decorated[0]!)
 
     const refuseDrift = (runId: string) =>
       Effect.flatMap(runtime.codeDrift(runId), (drift) => (drift === undefined ? Effect.void : Effect.fail(drift)))
@@ -854,7 +863,7 @@ export const make: Effect.Effect<Service, never, ControlRuntime.ControlRuntime |
 
     const startMany: Service["startMany"] = (input) => startRuns(input)
 
-    const list: Service["list"] = (request) => listImpl(runtime, decorate, request)
+    const list: Service["list"] = (request) => listImpl(runtime, decorateAll, request)
 
     // The run store appends its ownership facts to the `Journal` of the caller's context; pin it to
     // this facade's journal so those facts join the facade's transactions whoever calls.

@@ -700,6 +700,16 @@ export interface Service {
     settle?: (effect: Effect.Effect<RunSummary, OwnershipError>) => Effect.Effect<RunSummary, OwnershipError>
   ) => Effect.Effect<RunSummary, OwnershipError>
   readonly codeDrift: (runId: RunId) => Effect.Effect<CodeDrift | undefined, RunNotFound | PersistenceError>
+  /**
+   * `codeDrift` of many runs at once, from their summaries as `getRun` or `queryRuns` answered them:
+   * a summary that records its code (`executionDigest` or `engineVersion`) needs no read, and the
+   * lineage of those that do not is read in one statement. Answers the runs that drift, by run id; a
+   * run whose drift cannot be read (its row gone, a stored value that does not decode, a failing pin
+   * hook) is left out. Fails `PersistenceError` only when the flow catalog cannot be read.
+   *
+   * @since 0.2.0
+   */
+  readonly codeDrifts: (runs: ReadonlyArray<RunSummary>) => Effect.Effect<ReadonlyMap<RunId, CodeDrift>, PersistenceError>
   readonly recordedCode: (
     runId: RunId
   ) => Effect.Effect<{ readonly executionDigest?: string | undefined; readonly engineVersion?: string | undefined }, RunNotFound | PersistenceError>

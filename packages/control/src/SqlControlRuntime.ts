@@ -10,8 +10,9 @@ import * as RunStore from "@baton/run-store/RunStore"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Effect, Layer } from "effect"
 import * as ApprovalAuthority from "./ApprovalAuthority.js"
-import { ClaimLost, PersistenceError } from "./ControlError.js"
+import { ClaimLost, PersistenceError, RunNotFound } from "./ControlError.js"
 import type { Service } from "./ControlRuntime.js"
+import type { RunSummary } from "./ControlSchema.js"
 import { ControlRuntime } from "./ControlRuntime.js"
 import { makeApprovals } from "./internal/sqlApprovals.js"
 import type { SqlOptions } from "./internal/sqlContext.js"
@@ -19,8 +20,8 @@ import { makeContext } from "./internal/sqlContext.js"
 import { makeListing } from "./internal/sqlListing.js"
 import { makeOwnership } from "./internal/sqlOwnership.js"
 import { makePlans } from "./internal/sqlPlans.js"
+import { readProjected } from "./internal/sqlProjection.js"
 import { makeStarts } from "./internal/sqlStarts.js"
-import { requireRow } from "./internal/sqlRows.js"
 import { makeSignals } from "./internal/sqlSignals.js"
 import * as Migrations from "./Migrations.js"
 
@@ -69,10 +70,17 @@ export const make = (
     const ownership = makeOwnership(ctx)
     const signals = makeSignals(ctx)
     const listing = makeListing(ctx)
+    const getRun = (runId: string): Effect.Effect<RunSummary, RunNotFound | PersistenceError> =>
+      Effect.flatMap(readProjected(ctx, runId), (projected): Effect.Effect<RunSummary, RunNotFound | PersistenceError> =>
+        projected === undefined
+          ? Effect.fail(new RunNotFound({ runId }))
+          : projected.error === undefined
+          ? Effect.succeed(projected.summary)
+          : Effect.fail(projected.error))
     const starts = makeStarts(
       ctx,
       (planId) => plans.getPlan(planId).pipe(Effect.catchTag("PlanNotFound", () => Effect.succeed(undefined))),
-      (runId) => Effect.flatMap(requireRow(ctx, runId), ownership.project)
+      getRun
     )
     const service: Service = {
       authorizeApproval: (request) => authority.authorize(request),
@@ -86,7 +94,7 @@ export const make = (
       resolveApproval: approvals.resolveApproval,
       launch: plans.launch,
       start: starts.start,
-      getRun: (runId) => Effect.flatMap(requireRow(ctx, runId), ownership.project),
+      getRun,
       runResult: starts.runResult,
       queueing: starts.queueing,
       requeue: (runId, fence, attempt, availableAtMs) =>
@@ -121,6 +129,7 @@ export const make = (
       registerFiber: ownership.registerFiber,
       interrupt: ownership.interrupt,
       codeDrift: ownership.codeDrift,
+      codeDrifts: ownership.codeDrifts,
       recordedCode: ownership.recordedCode,
       resume: ownership.resume,
       resumeAdopting: ownership.resumeAdopting,

@@ -180,6 +180,14 @@ describe.skipIf(url === undefined)("PgDatabase over a connection that goes silen
       expect([idle, statement, inWrite]).toEqual(["10s", "15s", "10s"])
     }).pipe(Effect.provide(TestDatabase.layerPostgres(pgUrl))))
 
+  it.live("Baton sessions run without JIT compilation, in a write too", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const jit = Effect.map(sql<{ jit: string }>`SELECT current_setting('jit') AS jit`, (rows) => rows[0]!.jit)
+      const inWrite = yield* DurableWriter.DurableWriter.pipe(Effect.flatMap((writer) => writer.write(jit)))
+      expect([yield* jit, inWrite]).toEqual(["off", "off"])
+    }).pipe(Effect.provide(TestDatabase.layerPostgres(pgUrl))))
+
   it.live("session timeouts given as options reach the server", () =>
     Effect.gen(function*() {
       const direct = yield* SqlClient.SqlClient

@@ -45,10 +45,10 @@ type RunFilters = ControlSchema.RunListFilters
 
 const matches = ControlSchema.matchesRunFilters
 
-/** Serves one `list` request over the runtime; `decorate` adds facade views (code drift) to run items. */
+/** Serves one `list` request over the runtime; `decorate` adds facade views (code drift) to a page's run items. */
 export const list = (
   runtime: ControlRuntime.Service,
-  decorate: (summary: ControlSchema.RunSummary) => Effect.Effect<ControlSchema.RunSummary>,
+  decorate: (summaries: ReadonlyArray<ControlSchema.RunSummary>) => Effect.Effect<ReadonlyArray<ControlSchema.RunSummary>>,
   raw: ControlSchema.ListRequest
 ): Effect.Effect<ControlSchema.ListResponse, ControlError.ControlError> =>
   Effect.gen(function*() {
@@ -102,7 +102,7 @@ export const list = (
           // Read as a listing of one, so an unreadable row is listed flagged as on any other page.
           const page = yield* runtime.queryRuns({ filters: { runIds: [filters.runId] }, limit: 1 })
           const found = page.items[0]
-          const items = found !== undefined && matches(found, filters) ? [yield* decorate(found)] : []
+          const items = found !== undefined && matches(found, filters) ? yield* decorate([found]) : []
           return { _tag: "runs" as const, items }
         }
         const fingerprint = canonical({ filters, order: request.order ?? "oldest" })
@@ -128,7 +128,7 @@ export const list = (
           ...(cursor !== undefined ? { cursor } : {}),
           limit
         })
-        const items = yield* Effect.forEach(page.items, decorate)
+        const items = yield* decorate(page.items)
         return {
           _tag: "runs" as const,
           items,

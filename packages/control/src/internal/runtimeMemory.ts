@@ -223,6 +223,20 @@ export const makeMemory = (options: MemoryOptions, journal?: Journal.Service): E
       })
     const findSignal = (commandId: string) => signals.find((row) => row.commandId === commandId)
 
+    const codeDrift = (runId: string): Effect.Effect<CodeDrift | undefined, RunNotFound> =>
+      Effect.map(requireRun(runId), (run) => {
+        const recorded = run.summary.executionDigest
+        if (recorded === undefined) return undefined
+        const current = flows.get(run.summary.flowId)?.executionDigest
+        if (current === recorded) return undefined
+        return new CodeDrift({
+          runId,
+          flowId: run.summary.flowId,
+          recorded,
+          ...(current === undefined ? {} : { current })
+        })
+      })
+
     const service: Service = {
       authorizeApproval: (request) => authority.authorize(clone(request)),
       plan: (raw) =>
@@ -608,19 +622,14 @@ export const makeMemory = (options: MemoryOptions, journal?: Journal.Service): E
             return transition(run, "cancelled")
           }))
         }),
-      codeDrift: (runId) =>
-        Effect.map(requireRun(runId), (run) => {
-          const recorded = run.summary.executionDigest
-          if (recorded === undefined) return undefined
-          const current = flows.get(run.summary.flowId)?.executionDigest
-          if (current === recorded) return undefined
-          return new CodeDrift({
-            runId,
-            flowId: run.summary.flowId,
-            recorded,
-            ...(current === undefined ? {} : { current })
-          })
-        }),
+      codeDrift,
+      codeDrifts: (runs) =>
+        Effect.reduce(runs, new Map<string, CodeDrift>(), (drifts, summary) =>
+          Effect.map(Effect.either(codeDrift(summary.runId)), (drift) => {
+            // As the SQL runtime: a run that cannot be read is left out.
+            if (drift._tag === "Right" && drift.right !== undefined) drifts.set(summary.runId, drift.right)
+            return drifts
+          })),
       recordedCode: (runId) =>
         Effect.map(requireRun(runId), (run) => ({
           ...(run.summary.executionDigest === undefined ? {} : { executionDigest: run.summary.executionDigest }),

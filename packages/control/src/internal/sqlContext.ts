@@ -100,7 +100,10 @@ export interface SqlContext {
     Exclude<E, Foreign> | PersistenceError,
     R
   >
-  readonly optional: <A>(primary: Effect.Effect<A, SqlError>, fallback: Effect.Effect<A, SqlError>) => Effect.Effect<A, SqlError>
+  readonly optional: <A, E = never>(
+    primary: Effect.Effect<A, E | SqlError>,
+    fallback: Effect.Effect<A, E | SqlError>
+  ) => Effect.Effect<A, E | SqlError>
   readonly catalog: Effect.Effect<ReadonlyArray<DurableFlow>, PersistenceError>
   readonly currentCatalog: Effect.Effect<ReadonlyArray<DurableFlow>, PersistenceError>
 }
@@ -154,7 +157,7 @@ export const makeContext = (
       (incarnation === undefined || other.nonce.startsWith(`${incarnation}.`))
     const write = <A, E, R>(key: string | undefined, operation: string, body: Effect.Effect<A, E, R>) =>
       writer.write(body, key === undefined ? {} : { key }).pipe(persist(operation))
-    const optional = <A>(primary: Effect.Effect<A, SqlError>, fallback: Effect.Effect<A, SqlError>) =>
+    const optional = <A, E = never>(primary: Effect.Effect<A, E | SqlError>, fallback: Effect.Effect<A, E | SqlError>) =>
       Effect.flatMap(DurableWriter.isInTransaction, (inTx) =>
         // A failed statement aborts a PostgreSQL transaction: probe under a savepoint there.
         (inTx ? sql.withTransaction(primary) : primary).pipe(

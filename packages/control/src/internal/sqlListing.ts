@@ -14,18 +14,20 @@ import type {
   HostProbeQuery,
   IdPage,
   IdPageRequest,
-  RunCursor,
   RunPage,
   RunQuery
 } from "../ControlRuntime.js"
 import { checkLimit, checkOrdinal, cursorIssue } from "./runtimeChecks.js"
 import type { SqlContext } from "./sqlContext.js"
 import { persist } from "./sqlContext.js"
-import { idSet, jsonMember, projectRows, waitWalk } from "./sqlProjection.js"
+import { idSet, jsonMember } from "./sqlFragments.js"
+import type { Tables } from "./sqlPage.js"
+import { readPage, settleState } from "./sqlPage.js"
+import { assemble } from "./sqlProjection.js"
+import { awaitEnded, settledRowSeq } from "./sqlSettled.js"
+import type { RawRow } from "./sqlRows.js"
+import { toRow } from "./sqlRows.js"
 import { released } from "./queueSql.js"
-import { settledRowSeq } from "./sqlSettled.js"
-import type { RawRow, RunRow } from "./sqlRows.js"
-import { runColumns, runFrom, toRow } from "./sqlRows.js"
 
 const terminalList = "('completed', 'failed', 'cancelled')"
 
@@ -64,11 +66,11 @@ export const makeListing = (ctx: SqlContext) => {
   const x = runExpressions(ctx)
   const staleAfterMs = Duration.toMillis(Heartbeat.heartbeatStaleAfter)
 
-  // `bound`: only rows at or below this `row_seq` (a settled number, see `settledRowSeq`).
-  const selectKeys = (query: RunQuery, limit: number, withSpawn: boolean, bound?: number) => {
+  // `bound`: only rows at or below this `row_seq` (a settled number, see `sqlSettled`).
+  const selectionOf = (query: RunQuery, tables: Tables, bound?: number) => {
+    const withSpawn = tables.spawnEdges
     const f = query.filters ?? {}
     const newest = query.order === "newest"
-    const rollUp = f.status !== undefined || f.terminal !== undefined
     const conditions: Array<Fragment> = []
     if (query.cursor !== undefined) {
       conditions.push(newest ? sql`r.row_seq < ${query.cursor.rowSeq}` : sql`r.row_seq > ${query.cursor.rowSeq}`)
@@ -88,12 +90,11 @@ export const makeListing = (ctx: SqlContext) => {
       if (f.launchedBy.kind !== undefined) conditions.push(sql`cr.principal_kind = ${f.launchedBy.kind}`)
     }
     if (f.runIds !== undefined) conditions.push(sql`r.run_id IN ${idSet(ctx, f.runIds)}`)
-    const where = conditions.length === 0 ? sql`` : sql`WHERE ${sql.and(conditions)}`
-    const walk = rollUp ? waitWalk(ctx, withSpawn, ["approval"]) : sql``
-    return sql<{ row_seq: number; run_id: string }>`${walk}
-      SELECT r.row_seq, r.run_id FROM flows_runs r LEFT JOIN control_runs cr ON cr.run_id = r.run_id
-      ${where}
-      ORDER BY r.row_seq ${sql.literal(newest ? "DESC" : "ASC")} LIMIT ${limit + 1}`
+    return {
+      where: conditions.length === 0 ? sql`` : sql`WHERE ${sql.and(conditions)}`,
+      keyset: { order: newest ? "DESC" as const : "ASC" as const, limit: query.limit + 1 },
+      approvalWalk: f.status !== undefined || f.terminal !== undefined
+    }
   }
 
   const checkQuery = (query: RunQuery) =>
@@ -113,40 +114,42 @@ export const makeListing = (ctx: SqlContext) => {
     })
 
   // A cursor is the key of the last row a page selected: a (rowSeq, runId) naming no such row is forged
-  // (or its run was deleted since) and would silently skip runs. One primary-key lookup.
-  const checkCursor = (cursor: RunCursor) =>
-    sql<{ row_seq: number | string }>`SELECT row_seq FROM flows_runs WHERE run_id = ${cursor.runId}`.pipe(
-      persist("list runs"),
-      Effect.flatMap((rows) =>
-        rows.length === 1 && Number(rows[0]!.row_seq) === cursor.rowSeq
-          ? Effect.void
-          : Effect.fail(new InvalidInput({ issue: cursorIssue }))
-      )
-    )
-
+  // (or its run was deleted since) and would silently skip runs. The page statement reads the cursor's row.
   const queryRuns = (query: RunQuery): Effect.Effect<RunPage, InvalidInput | import("../ControlError.js").PersistenceError> =>
     Effect.gen(function*() {
       const limit = yield* checkQuery(query)
-      if (query.cursor !== undefined) yield* checkCursor(query.cursor)
-      const select = (bound?: number) =>
-        ctx.optional(selectKeys(query, limit, true, bound), selectKeys(query, limit, false, bound)).pipe(persist("list runs"))
-      let keys = yield* select()
+      const operation = "list runs"
+      // PostgreSQL reads how far run numbers have settled first; SQLite numbers runs in commit order.
+      const settle = ctx.isPostgres ? yield* settleState(ctx, operation) : undefined
+      const read = (bound?: number) =>
+        readPage(ctx, (tables) => selectionOf({ ...query, limit }, tables, bound), operation, query.cursor?.runId)
+      let page = yield* read()
+      if (query.cursor !== undefined && page.cursorRowSeq !== query.cursor.rowSeq) {
+        return yield* Effect.fail(new InvalidInput({ issue: cursorIssue }))
+      }
+      let more = page.rows.length > limit
       // A page that hands out a cursor must not pass a number whose create may still commit (on
-      // PostgreSQL numbers are not taken in commit order): read it again below a settled number. A
-      // last page hands out no cursor and keeps every committed row.
-      if (ctx.isPostgres && keys.length > limit) keys = yield* select(yield* settledRowSeq(ctx, "list runs"))
-      const selected = keys.slice(0, limit)
+      // PostgreSQL numbers are not taken in commit order): every row it lists must be at or below a
+      // settled number. The settle state read the sequence, then the writes then in flight: with none,
+      // its number is settled and this page (read after it) misses nothing below it; otherwise wait for
+      // them and read again below it. A last page hands out no cursor and keeps every committed row.
+      if (more && settle !== undefined) {
+        const listed = page.rows.slice(0, limit)
+        if (settle.holders.length > 0 || listed.some((r) => r.rowSeq > settle.last)) {
+          yield* awaitEnded(ctx, operation, "flows_runs", settle.holders)
+          page = yield* read(settle.last)
+          more = page.rows.length > limit
+        } else {
+          more = page.rows[limit]!.rowSeq <= settle.last
+        }
+      }
+      const selected = page.rows.slice(0, limit)
       if (selected.length === 0) return { items: [] }
-      const raw = yield* sql<RawRow>`SELECT ${runColumns(ctx)} FROM ${runFrom(ctx)}
-        WHERE r.run_id IN ${idSet(ctx, selected.map((k) => k.run_id))}`.pipe(persist("list runs"))
-      const byId = new Map(raw.map((r) => [String(r.run_id), toRow(r)]))
-      // A selected row deleted before projection is skipped; the cursor still passes it.
-      const rows = selected.map((k) => byId.get(k.run_id)).filter((r): r is RunRow => r !== undefined)
-      const items = (yield* projectRows(ctx, rows)).map((projected) => projected.summary)
+      const items = (yield* assemble(selected, page)).map((projected) => projected.summary)
       const last = selected.at(-1)!
       return {
         items,
-        ...(keys.length > limit ? { nextCursor: { rowSeq: Number(last.row_seq), runId: last.run_id } } : {})
+        ...(more ? { nextCursor: { rowSeq: last.rowSeq, runId: last.runId } } : {})
       }
     })
 

@@ -3,21 +3,31 @@
  * parks, interrupts and code drift.
  */
 import * as Ownership from "@baton/run-store/Ownership"
-import { Effect, Fiber } from "effect"
+import { Effect, Either, Fiber } from "effect"
 import { ClaimLost, CodeDrift, PersistenceError, RunNotFound } from "../ControlError.js"
 import type { RunStatus, RunSummary } from "../ControlSchema.js"
 import { isTerminalStatus } from "../ControlSchema.js"
-import type { OwnerIdentity, OwnershipError, ParkRequest, ResumeScope } from "../ControlRuntime.js"
+import type { DurableFlow, OwnerIdentity, OwnershipError, ParkRequest, ResumeScope } from "../ControlRuntime.js"
 import { claimGate } from "./queueSql.js"
 import { checkPark, parkStatus } from "./runtimeChecks.js"
 import type { SqlContext } from "./sqlContext.js"
 import { fenceOf, ownerOf, persist } from "./sqlContext.js"
+import { idSet } from "./sqlFragments.js"
+import { runExpressions } from "./sqlListing.js"
 import { projectRows } from "./sqlProjection.js"
-import type { RunRow, StoreStatus } from "./sqlRows.js"
-import { durableSummary, readRow, requireRow, storeStatusOf, summaryOf } from "./sqlRows.js"
+import type { RawRow, RunRow, StoreStatus } from "./sqlRows.js"
+import { durableSummary, readRow, requireRow, runColumns, runFrom, storeStatusOf, summaryOf, toRow } from "./sqlRows.js"
 import { settleSignalsOfFinishedRun } from "./sqlSignals.js"
 
 type Adopted = { readonly executionDigest?: string | undefined; readonly engineVersion?: string | undefined }
+type Code = Adopted
+
+const codeOf = (summary: RunSummary): Code => ({
+  ...(summary.executionDigest === undefined ? {} : { executionDigest: summary.executionDigest }),
+  ...(summary.engineVersion === undefined ? {} : { engineVersion: summary.engineVersion })
+})
+
+const hasCode = (code: Code) => code.executionDigest !== undefined || code.engineVersion !== undefined
 
 /** Ownership operations bound to one runtime context. */
 export const makeOwnership = (ctx: SqlContext) => {
@@ -267,45 +277,55 @@ export const makeOwnership = (ctx: SqlContext) => {
       )
     })
 
-  const recordedCode = (runId: string) =>
+  // The code a run records: its own, else that of its nearest ancestor of the same flow recording one
+  // (a trampoline round inherits its parent's), else none. `lookup` reads an ancestor's row.
+  const inheritedCode = (
+    row: RunRow,
+    summary: RunSummary,
+    lookup: (runId: string) => Effect.Effect<RunRow | undefined, PersistenceError>
+  ) =>
     Effect.gen(function*() {
-      const row = yield* requireRow(ctx, runId)
-      const summary = yield* summaryOf(row)
-      const own = {
-        ...(summary.executionDigest === undefined ? {} : { executionDigest: summary.executionDigest }),
-        ...(summary.engineVersion === undefined ? {} : { engineVersion: summary.engineVersion })
-      }
-      if (own.executionDigest !== undefined || own.engineVersion !== undefined) return { flowId: summary.flowId, code: own }
-      const visited = new Set([runId])
+      const own = codeOf(summary)
+      if (hasCode(own)) return { flowId: summary.flowId, code: own }
+      const visited = new Set([row.runId])
       let parentId = row.parentRunId ?? summary.parentRunId
       while (parentId !== undefined && !visited.has(parentId)) {
         visited.add(parentId)
-        const parent = yield* readRow(ctx, parentId)
+        const parent = yield* lookup(parentId)
         if (parent === undefined) break
         const parentSummary = yield* summaryOf(parent)
         if (parentSummary.flowId !== summary.flowId) break
-        if (parentSummary.executionDigest !== undefined || parentSummary.engineVersion !== undefined) {
-          return {
-            flowId: summary.flowId,
-            code: {
-              ...(parentSummary.executionDigest === undefined ? {} : { executionDigest: parentSummary.executionDigest }),
-              ...(parentSummary.engineVersion === undefined ? {} : { engineVersion: parentSummary.engineVersion })
-            }
-          }
-        }
+        const inherited = codeOf(parentSummary)
+        if (hasCode(inherited)) return { flowId: summary.flowId, code: inherited }
         parentId = parent.parentRunId ?? parentSummary.parentRunId
       }
       return { flowId: summary.flowId, code: own }
     })
 
-  const codeDrift = (runId: string): Effect.Effect<CodeDrift | undefined, RunNotFound | PersistenceError> =>
+  const recordedCode = (runId: string) =>
     Effect.gen(function*() {
-      const { code, flowId } = yield* recordedCode(runId)
+      const row = yield* requireRow(ctx, runId)
+      return yield* inheritedCode(row, yield* summaryOf(row), (id) => readRow(ctx, id))
+    })
+
+  type Pinned = (flowId: string, digest: string) => Effect.Effect<boolean | undefined, PersistenceError>
+
+  // The drift rule, once: the recorded flow code against the catalog's (a pinned flow overrides it),
+  // and the recorded engine against this runtime's.
+  const driftOf = (
+    runId: string,
+    flowId: string,
+    code: Code,
+    catalog: ReadonlyArray<DurableFlow>,
+    pinnedFlow: Pinned | undefined
+  ): Effect.Effect<CodeDrift | undefined, PersistenceError> =>
+    Effect.gen(function*() {
       const recorded = code.executionDigest
-      let current = (yield* ctx.currentCatalog).find((f) => f.flowId === flowId)?.executionDigest
-      let flowGone = current === undefined && !(yield* ctx.currentCatalog).some((f) => f.flowId === flowId)
-      if (ctx.options.pinnedFlow !== undefined && recorded !== undefined) {
-        const pinned = yield* ctx.options.pinnedFlow(flowId, recorded)
+      const entry = catalog.find((f) => f.flowId === flowId)
+      let current = entry?.executionDigest
+      let flowGone = entry === undefined
+      if (pinnedFlow !== undefined && recorded !== undefined) {
+        const pinned = yield* pinnedFlow(flowId, recorded)
         if (pinned === true) {
           current = recorded
           flowGone = false
@@ -328,6 +348,74 @@ export const makeOwnership = (ctx: SqlContext) => {
       })
     })
 
+  const codeDrift = (runId: string): Effect.Effect<CodeDrift | undefined, RunNotFound | PersistenceError> =>
+    Effect.gen(function*() {
+      const { code, flowId } = yield* recordedCode(runId)
+      return yield* driftOf(runId, flowId, code, yield* ctx.currentCatalog, ctx.options.pinnedFlow)
+    })
+
+  // The rows of `runIds` and of their ancestors up to the first one recording code (64 levels at most;
+  // a longer chain reads the rest one row at a time), in one statement.
+  const lineageRows = (runIds: ReadonlyArray<string>) => {
+    const { sql } = ctx
+    const x = runExpressions(ctx)
+    const records = sql`(${x.isControl} AND (${x.member("$.executionDigest")} IS NOT NULL
+      OR ${x.member("$.engineVersion")} IS NOT NULL))`
+    return sql<RawRow>`WITH RECURSIVE lineage(run_id, next_id, open, depth) AS (
+        SELECT r.run_id, ${x.parent(false)}, 1, 0 FROM flows_runs r WHERE r.run_id IN ${idSet(ctx, runIds)}
+        UNION
+        SELECT r.run_id, ${x.parent(false)}, CASE WHEN ${records} THEN 0 ELSE 1 END, l.depth + 1
+          FROM lineage l JOIN flows_runs r ON r.run_id = l.next_id WHERE l.open = 1 AND l.depth < 64
+      )
+      SELECT ${runColumns(ctx)} FROM ${runFrom(ctx)} WHERE r.run_id IN (SELECT run_id FROM lineage)`.pipe(
+      Effect.map((rows) => new Map(rows.map((raw) => [String(raw.run_id), toRow(raw)]))),
+      persist("read code drift")
+    )
+  }
+
+  const codeDrifts = (runs: ReadonlyArray<RunSummary>): Effect.Effect<ReadonlyMap<string, CodeDrift>, PersistenceError> =>
+    Effect.gen(function*() {
+      const recorded = new Map<string, { readonly flowId: string; readonly code: Code }>()
+      const walk: Array<string> = []
+      // A summary without code of its own (an unreadable one among them) is read again with its lineage,
+      // as `codeDrift` reads it; one that records its code needs no read.
+      for (const summary of runs) {
+        const own = codeOf(summary)
+        if (hasCode(own)) recorded.set(summary.runId, { flowId: summary.flowId, code: own })
+        else walk.push(summary.runId)
+      }
+      if (walk.length > 0) {
+        const rows = yield* Effect.either(lineageRows(walk))
+        if (rows._tag === "Right") {
+          const lookup = (id: string) => (rows.right.has(id) ? Effect.succeed(rows.right.get(id)) : readRow(ctx, id))
+          for (const runId of walk) {
+            const row = rows.right.get(runId)
+            if (row === undefined) continue
+            const found = yield* Effect.either(Effect.flatMap(summaryOf(row), (summary) => inheritedCode(row, summary, lookup)))
+            if (found._tag === "Right") recorded.set(runId, found.right)
+          }
+        }
+      }
+      const catalog = yield* ctx.currentCatalog
+      const pinnedFlow = ctx.options.pinnedFlow
+      // The pin hook is asked once per flow and digest of the batch.
+      const pins = new Map<string, Either.Either<boolean | undefined, PersistenceError>>()
+      const pinned: Pinned | undefined = pinnedFlow === undefined ? undefined : (flowId, digest) =>
+        Effect.suspend(() => {
+          const key = JSON.stringify([flowId, digest])
+          const known = pins.get(key)
+          if (known !== undefined) return known
+          return Effect.tap(Effect.either(pinnedFlow(flowId, digest)), (answer) => Effect.sync(() => pins.set(key, answer)))
+            .pipe(Effect.flatten)
+        })
+      const drifts = new Map<string, CodeDrift>()
+      for (const [runId, { code, flowId }] of recorded) {
+        const drift = yield* Effect.either(driftOf(runId, flowId, code, catalog, pinned))
+        if (drift._tag === "Right" && drift.right !== undefined) drifts.set(runId, drift.right)
+      }
+      return drifts
+    })
+
   return {
     fibers,
     project,
@@ -341,6 +429,7 @@ export const makeOwnership = (ctx: SqlContext) => {
     registerFiber,
     interrupt,
     recordedCode: (runId: string) => Effect.map(recordedCode(runId), (r) => r.code),
-    codeDrift
+    codeDrift,
+    codeDrifts
   }
 }

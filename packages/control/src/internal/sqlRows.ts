@@ -44,14 +44,31 @@ export interface RunRow {
 /** Raw selected columns. */
 export type RawRow = Record<string, unknown>
 
+/** Each column every run read selects: its expression over `r`, `cr`, `rr` and the name it answers as. */
+const runColumnList: ReadonlyArray<readonly [expression: string, name: string]> = [
+  ...[
+    "row_seq", "run_id", "status", "created_at_ms", "started_at_ms", "finished_at_ms",
+    "owner_host_id", "owner_pid", "owner_nonce", "heartbeat_at_ms",
+    "claim_host_id", "claim_pid", "claim_nonce", "claimed_at_ms",
+    "parent_run_id", "lineage_id", "round_ordinal", "cancel_requested_at_ms",
+    "waiting_reason", "waiting_token", "waiting_request", "state_json"
+  ].map((name) => [`r.${name}`, name] as const),
+  ["cr.run_id", "launch_run_id"],
+  ["cr.created_seq", "created_seq"],
+  ["cr.principal_id", "principal_id"],
+  ["cr.principal_kind", "principal_kind"],
+  ["rr.requested_seq", "requested_seq"]
+]
+
+/** The names `runColumns` answers, in order (what `toRow` reads). */
+export const runColumnNames: ReadonlyArray<string> = runColumnList.map(([, name]) => name)
+
+const runColumnText = runColumnList
+  .map(([expression, name]) => (expression.endsWith(`.${name}`) ? expression : `${expression} AS ${name}`))
+  .join(", ")
+
 /** The column list every run read selects (aliases `r`, `cr`, `rr`). */
-export const runColumns = (ctx: SqlContext): Fragment =>
-  ctx.sql`r.row_seq, r.run_id, r.status, r.created_at_ms, r.started_at_ms, r.finished_at_ms,
-    r.owner_host_id, r.owner_pid, r.owner_nonce, r.heartbeat_at_ms,
-    r.claim_host_id, r.claim_pid, r.claim_nonce, r.claimed_at_ms,
-    r.parent_run_id, r.lineage_id, r.round_ordinal, r.cancel_requested_at_ms,
-    r.waiting_reason, r.waiting_token, r.waiting_request, r.state_json,
-    cr.run_id AS launch_run_id, cr.created_seq, cr.principal_id, cr.principal_kind, rr.requested_seq`
+export const runColumns = (ctx: SqlContext): Fragment => ctx.sql.literal(runColumnText)
 
 /** The FROM clause matching `runColumns`. */
 export const runFrom = (ctx: SqlContext): Fragment =>
@@ -62,33 +79,41 @@ const num = (v: unknown): number | null => (v === null || v === undefined ? null
 const str = (v: unknown): string | null => (v === null || v === undefined ? null : String(v))
 
 /** Decode one raw row (integers may arrive as decimal strings on foreign clients). */
-export const toRow = (raw: RawRow): RunRow => {
-  const ownerHost = str(raw.owner_host_id)
-  const claimHost = str(raw.claim_host_id)
-  const principalId = str(raw.principal_id)
+export const toRow = (raw: RawRow): RunRow => rowFrom((name) => raw[name])
+
+const columnIndex: Readonly<Record<string, number>> = Object.fromEntries(runColumnNames.map((name, i) => [name, i]))
+
+/** Decode one row answered as an array of values in `runColumnNames` order. */
+export const toRowFromValues = (values: ReadonlyArray<unknown>): RunRow =>
+  rowFrom((name) => values[columnIndex[name]!])
+
+const rowFrom = (get: (name: string) => unknown): RunRow => {
+  const ownerHost = str(get("owner_host_id"))
+  const claimHost = str(get("claim_host_id"))
+  const principalId = str(get("principal_id"))
   return {
-    rowSeq: Number(raw.row_seq),
-    runId: String(raw.run_id),
-    status: String(raw.status) as StoreStatus,
-    createdAtMs: Number(raw.created_at_ms),
-    startedAtMs: num(raw.started_at_ms),
-    finishedAtMs: num(raw.finished_at_ms),
-    owner: ownerHost === null ? null : { hostId: ownerHost, pid: Number(raw.owner_pid), nonce: String(raw.owner_nonce) },
-    heartbeatAtMs: num(raw.heartbeat_at_ms),
-    claim: claimHost === null ? null : { hostId: claimHost, pid: Number(raw.claim_pid), nonce: String(raw.claim_nonce) },
-    claimedAtMs: num(raw.claimed_at_ms),
-    parentRunId: str(raw.parent_run_id),
-    lineageId: str(raw.lineage_id),
-    roundOrdinal: num(raw.round_ordinal),
-    cancelRequestedAtMs: num(raw.cancel_requested_at_ms),
-    waitingReason: str(raw.waiting_reason),
-    waitingToken: str(raw.waiting_token),
-    waitingRequest: str(raw.waiting_request),
-    stateJson: String(raw.state_json),
-    launched: raw.launch_run_id !== null && raw.launch_run_id !== undefined,
-    createdSeq: num(raw.created_seq),
-    principal: principalId === null ? undefined : { id: principalId, kind: String(raw.principal_kind ?? "") },
-    pendingResume: num(raw.requested_seq)
+    rowSeq: Number(get("row_seq")),
+    runId: String(get("run_id")),
+    status: String(get("status")) as StoreStatus,
+    createdAtMs: Number(get("created_at_ms")),
+    startedAtMs: num(get("started_at_ms")),
+    finishedAtMs: num(get("finished_at_ms")),
+    owner: ownerHost === null ? null : { hostId: ownerHost, pid: Number(get("owner_pid")), nonce: String(get("owner_nonce")) },
+    heartbeatAtMs: num(get("heartbeat_at_ms")),
+    claim: claimHost === null ? null : { hostId: claimHost, pid: Number(get("claim_pid")), nonce: String(get("claim_nonce")) },
+    claimedAtMs: num(get("claimed_at_ms")),
+    parentRunId: str(get("parent_run_id")),
+    lineageId: str(get("lineage_id")),
+    roundOrdinal: num(get("round_ordinal")),
+    cancelRequestedAtMs: num(get("cancel_requested_at_ms")),
+    waitingReason: str(get("waiting_reason")),
+    waitingToken: str(get("waiting_token")),
+    waitingRequest: str(get("waiting_request")),
+    stateJson: String(get("state_json")),
+    launched: get("launch_run_id") !== null && get("launch_run_id") !== undefined,
+    createdSeq: num(get("created_seq")),
+    principal: principalId === null ? undefined : { id: principalId, kind: String(get("principal_kind") ?? "") },
+    pendingResume: num(get("requested_seq"))
   }
 }
 

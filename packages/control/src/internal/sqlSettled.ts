@@ -11,6 +11,7 @@
  * reader.
  */
 import type { SqlError } from "@effect/sql/SqlError"
+import type { Fragment } from "@effect/sql/Statement"
 import { Duration, Effect } from "effect"
 import type { PersistenceError } from "../ControlError.js"
 import type { SqlContext } from "./sqlContext.js"
@@ -44,25 +45,49 @@ export const settledNumber = (
       ? read
       : ctx.optional(read, Effect.map(whenMissing, (n) => ({ last: n, waits: false }))))
     if (!waits) return last
-    const holders = (rows: ReadonlyArray<{ readonly v: string }>) => rows.map((r) => r.v)
-    let open = holders(
-      yield* sql<{ readonly v: string }>`SELECT DISTINCT virtualtransaction AS v FROM pg_locks
-        WHERE locktype = 'relation' AND relation = ${sql.literal(`'${table}'::regclass`)} AND granted
-          AND pid <> pg_backend_pid()
-          AND mode IN ('RowExclusiveLock', 'ShareRowExclusiveLock', 'ExclusiveLock', 'AccessExclusiveLock')`
-    )
+    yield* awaitEnded(ctx, operation, table, yield* writeHolders(ctx, table))
+    return last
+  }).pipe(persist(operation))
+
+/**
+ * The open transactions (virtual ids) of other sessions holding a write lock on `table` (PostgreSQL only;
+ * `table` is this package's constant, never input), as a scalar subquery answering a JSON array (or NULL
+ * for none). Evaluated after whatever it is correlated with, so a caller can read a sequence first.
+ */
+export const writeHoldersJson = (ctx: SqlContext, table: string, when: Fragment = ctx.sql`TRUE`): Fragment =>
+  ctx.sql`(SELECT json_agg(DISTINCT l.virtualtransaction)::text FROM pg_locks l
+    WHERE ${when} AND l.locktype = 'relation' AND l.relation = ${ctx.sql.literal(`'${table}'::regclass`)} AND l.granted
+      AND l.pid <> pg_backend_pid()
+      AND l.mode IN ('RowExclusiveLock', 'ShareRowExclusiveLock', 'ExclusiveLock', 'AccessExclusiveLock'))`
+
+const writeHolders = (ctx: SqlContext, table: string): Effect.Effect<ReadonlyArray<string>, SqlError> =>
+  Effect.map(ctx.sql<{ readonly v: string | null }>`SELECT ${writeHoldersJson(ctx, table)} AS v`, (rows) => holdersOf(rows[0]?.v))
+
+/** The holders a `writeHoldersJson` column answered. */
+export const holdersOf = (json: string | null | undefined): ReadonlyArray<string> =>
+  json === null || json === undefined ? [] : (JSON.parse(json) as ReadonlyArray<string>)
+
+/**
+ * Waits until every transaction of `open` (virtual ids, as `writeHoldersJson` answered them) has ended;
+ * fails `PersistenceError(operation)` after 30 s.
+ */
+export const awaitEnded = (
+  ctx: SqlContext,
+  operation: string,
+  table: string,
+  open: ReadonlyArray<string>
+): Effect.Effect<void, PersistenceError> =>
+  Effect.gen(function*() {
+    let pending = open
     const deadline = (yield* Effect.clockWith((c) => c.currentTimeMillis)) + Duration.toMillis(patience)
-    while (open.length > 0) {
+    while (pending.length > 0) {
       if ((yield* Effect.clockWith((c) => c.currentTimeMillis)) > deadline) {
         return yield* Effect.fail(persistenceError(operation, `a write of ${table} stayed open for more than 30 s`))
       }
       yield* Effect.sleep(pollEvery)
-      open = holders(
-        yield* sql<{ readonly v: string }>`SELECT DISTINCT virtualtransaction AS v FROM pg_locks
-          WHERE virtualtransaction IN ${sql.in(open)}`
-      )
+      pending = (yield* ctx.sql<{ readonly v: string }>`SELECT DISTINCT virtualtransaction AS v FROM pg_locks
+        WHERE virtualtransaction IN ${ctx.sql.in(pending as Array<string>)}`).map((r) => r.v)
     }
-    return last
   }).pipe(persist(operation))
 
 /** The settled `row_seq` of run rows (PostgreSQL only). */

@@ -51,10 +51,13 @@ const types: Pg.CustomTypesConfig = {
 /**
  * The startup `options` parameter: `search_path` pinned to the schema (a
  * per-session `SET` would not stick, because outside transactions a statement
- * checks out any pool connection), plus read-only sessions when asked.
+ * checks out any pool connection), JIT compilation off, plus read-only sessions
+ * when asked. Every Baton statement is a short indexed read or write: JIT only
+ * triggers on an overestimated plan cost (a listing page's recursive walks) and
+ * then compiles for hundreds of milliseconds before a query of a few.
  */
 export const startupOptions = (schema: string, readOnly: boolean, fromUrl: string | undefined): string =>
-  [fromUrl, `-c search_path=${schema}`, readOnly ? "-c default_transaction_read_only=on" : undefined]
+  [fromUrl, `-c search_path=${schema}`, "-c jit=off", readOnly ? "-c default_transaction_read_only=on" : undefined]
     .filter((part): part is string => part !== undefined && part.length > 0)
     .join(" ")
 
