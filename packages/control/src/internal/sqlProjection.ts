@@ -23,7 +23,8 @@ interface ChainEntry {
   readonly cancelRequestedAt: number | undefined
 }
 
-const parseJson = (text: string | null): unknown => {
+/** A stored JSON text, or `undefined` when it is NULL or does not parse. */
+export const parseJson = (text: string | null): unknown => {
   if (text === null) return undefined
   try {
     return JSON.parse(text)

@@ -12,6 +12,7 @@ import { buildCard, decodeInput } from "./runtimePlanning.js"
 import type { SqlContext } from "./sqlContext.js"
 import { persist } from "./sqlContext.js"
 import { launchedSummary } from "./sqlPlans.js"
+import { parseJson } from "./sqlProjection.js"
 import * as QueueSql from "./queueSql.js"
 import * as Sequences from "./sqlSequences.js"
 
@@ -281,20 +282,12 @@ export const makeStarts = (
         outcome_json, error_json FROM flows_attempts WHERE run_id = ${runId} AND step_key_digest = ${digest}
         ORDER BY attempt DESC LIMIT 1`.pipe(persist("read a run's result"))
       if (row === undefined) return undefined
-      const parse = (text: string | null): unknown => {
-        if (text === null) return undefined
-        try {
-          return JSON.parse(text)
-        } catch {
-          return undefined
-        }
-      }
       if (row.state === "completed") {
-        const outcome = parse(row.outcome_json)
+        const outcome = parseJson(row.outcome_json)
         const value = typeof outcome === "object" && outcome !== null && "value" in outcome ? outcome.value : undefined
         return value === undefined ? { _tag: "Completed" } : { _tag: "Completed", value }
       }
-      if (row.state === "failed") return { _tag: "Failed", error: parse(row.error_json) ?? null }
+      if (row.state === "failed") return { _tag: "Failed", error: parseJson(row.error_json) ?? null }
       return undefined
     })
 
