@@ -93,8 +93,10 @@ export const globalLimitAcrossProcesses = (target: Target, k = 2) =>
     const limited: Array<string> = []
     const others: Array<string> = []
     for (let i = 0; i < 30; i++) {
-      const runId = yield* inClient(launch("queue-test.hold", { ms: 80 }))
       const queue = i % 5 < 4 ? "limited" : "busy"
+      // A limited body holds long enough that, even on a loaded machine, the next claim lands while
+      // it runs, so the limit is reached and not merely respected.
+      const runId = yield* inClient(launch("queue-test.hold", { ms: queue === "limited" ? 400 : 80 }))
       yield* inClient(Effect.flatMap(SqlClient.SqlClient, (sql) => sql`UPDATE control_runs SET queue = ${queue} WHERE run_id = ${runId}`))
       ;(queue === "limited" ? limited : others).push(runId)
     }
