@@ -845,7 +845,11 @@ export const make: Effect.Effect<Service, never, ControlRuntime.ControlRuntime |
         )
         for (const run of started) {
           // A refused hand-off settles the run failed; the start still answers it.
-          if (run.handed) yield* Runs.hand(host, run.plan, run.run).pipe(Effect.catchTag("LaunchFailed", () => Effect.void))
+          if (run.handed) {
+            yield* Runs.hand(host, run.plan, run.run, { executorRecordsRunning: executor?.recordsRunning === true }).pipe(
+              Effect.catchTag("LaunchFailed", () => Effect.void)
+            )
+          }
         }
         if (executor?.wake !== undefined && started.some((run) => run.created && !run.handed)) yield* executor.wake
         return started.map((run) => ({ runId: run.run.runId, status: run.run.status, created: run.created }))

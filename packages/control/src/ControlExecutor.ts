@@ -60,6 +60,10 @@ export interface DeliverSignalInput {
  * - `wake` (optional, since 0.2.0): released runs became available (a start committed); look for
  *   work now instead of at the next sweep. An executor that drives runs offers it: `Control.start`
  *   hands a run available now only to such an executor, and leaves it released for hosts otherwise.
+ * - `recordsRunning` (optional, since 0.2.0): `true` when the executor's own first write of an
+ *   accepted run sets its status `running`. A run `Control.start` hands to such an executor then
+ *   costs no hand-off transaction (no `control.run.running` entry; the executor's entry says it
+ *   drives the run). Launches of approved plans keep their hand-off transaction either way.
  *
  * @since 0.1.0
  * @category models
@@ -82,6 +86,7 @@ export interface Service {
     readonly runId: ControlSchema.RunId
   }) => Effect.Effect<void, ControlError.PersistenceError>
   readonly wake?: Effect.Effect<void> | undefined
+  readonly recordsRunning?: boolean | undefined
 }
 
 /**

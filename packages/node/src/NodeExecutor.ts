@@ -22,7 +22,8 @@ import type { HostCore } from "./internal/hostCore.js"
  *   refusal of the run's queue) or no room under this host's limit for the queue → `unknown`;
  * - `requestCancel`: `RunStore.requestCancel`, first telling a drive here that it ends `cancelled`;
  * - `settleCancelledPark`: nothing (the facade claims and cancels parks);
- * - `wake`: ask this host for a discovery pass (a start committed runs for hosts to claim).
+ * - `wake`: ask this host for a discovery pass (a start committed runs for hosts to claim);
+ * - `recordsRunning`: a drive's first transaction sets the run `running`.
  *
  * @since 0.1.0
  * @category constructors
@@ -79,7 +80,9 @@ export const host = (core: HostCore): ControlExecutor.Service => ({
       )
     ),
   settleCancelledPark: () => Effect.void,
-  wake: Effect.suspend(() => (core.accepting ? core.wake : Effect.void))
+  wake: Effect.suspend(() => (core.accepting ? core.wake : Effect.void)),
+  // A drive's first transaction writes `running` with its `baton.run.driven` entry.
+  recordsRunning: true
 })
 
 /**

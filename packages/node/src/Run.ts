@@ -6,7 +6,7 @@
 import { Context, Effect, Option } from "effect"
 import * as State from "./internal/executorState.js"
 import type { DriveCause as Cause, EndReason as Reason, Json, RunService } from "./internal/executorTypes.js"
-import { durable, failJournal } from "./internal/executorJournal.js"
+import { durable, failJournal, withPrelude } from "./internal/executorJournal.js"
 import { StepMisuse } from "./internal/executorMisuse.js"
 
 /**
@@ -90,5 +90,5 @@ export const emit = (eventType: string, payload: Json): Effect.Effect<void, neve
         message: `event type ${eventType} is reserved (baton., flows. and control. belong to Baton)`
       }))
     }
-    yield* durable(state, eventType, payload).pipe(Effect.catchAll((error) => failJournal(state, error)))
+    yield* withPrelude(state, durable(state, eventType, payload)).pipe(Effect.catchAll((error) => failJournal(state, error)))
   })

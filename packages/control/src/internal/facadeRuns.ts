@@ -50,11 +50,14 @@ const settleFailedLaunch = (host: Host, runId: string, failure: ControlError.Lau
 /**
  * Hands a launched run to the executor (or declines it with none), after the
  * launch committed. `LaunchFailed` settles the run `failed` and fails the call.
+ * With `executorRecordsRunning`, an accepted run gets no hand-off transaction:
+ * the executor's first write sets `running` itself.
  */
 export const hand = (
   host: Host,
   plan: ControlRuntime.StoredPlan,
-  run: ControlSchema.RunSummary
+  run: ControlSchema.RunSummary,
+  options?: { readonly executorRecordsRunning?: boolean }
 ): Effect.Effect<void, ControlError.LaunchFailed> =>
   Effect.gen(function*() {
     const acceptance = host.executor === undefined
@@ -67,6 +70,7 @@ export const hand = (
           )
         )
       )
+    if (acceptance === "accepted" && options?.executorRecordsRunning === true) return
     yield* transact(
       host,
       "run.hand",

@@ -14,7 +14,7 @@ import type * as Flow from "../Flow.js"
 import { retryDelay } from "../Flow.js"
 import { Run } from "../Run.js"
 import { jsonIssue } from "./executorJson.js"
-import { durable, flushLossy, isFenceLoss, nodeSource } from "./executorJournal.js"
+import { durable, flushLossy, isFenceLoss, nodeSource, withPrelude, writePrelude } from "./executorJournal.js"
 import { StepMisuse } from "./executorMisuse.js"
 import { type DriveState, markEnd, register } from "./executorState.js"
 import { errorRecord, isLost, recordReserved } from "./executorStep.js"
@@ -52,12 +52,25 @@ export interface DriveEnd {
 
 const maxResultBytes = 1024 * 1024
 
+/**
+ * How long a handler may run before its drive's opening entry is written on its own: long enough
+ * that a short run's first write carries it, short enough that `running` shows promptly.
+ */
+const preludeLingerMs = 50
+
 const platform = Layer.mergeAll(NodeFileSystem.layer, NodePath.layer)
 
-const countEntries = (journal: Journal.Service, runId: string, eventType: string) =>
-  journal.entries({ runId, eventTypes: [eventType], limit: 10_000 } as Journal.EntriesOptions).pipe(
-    Effect.map((page) => page.entries.length),
-    Effect.orElseSucceed(() => 0)
+/** How many `baton.run.driven` and `baton.run.taken-over` entries the run has: one read for both. */
+const countDrives = (journal: Journal.Service, runId: string) =>
+  journal.entries(
+    { runId, eventTypes: ["baton.run.driven", "baton.run.taken-over"], limit: 10_000 } as Journal.EntriesOptions
+  ).pipe(
+    Effect.map((page) => {
+      let driven = 0
+      for (const entry of page.entries) if (entry.eventType === "baton.run.driven") driven++
+      return { driven, takeovers: page.entries.length - driven }
+    }),
+    Effect.orElseSucceed(() => ({ driven: 0, takeovers: 0 }))
   )
 
 /**
@@ -69,22 +82,26 @@ export const release = (
   state: DriveState | { readonly run: RunService; readonly fence: string },
   reason: "shutdown" | "lease-lapsed" | "storage-failed"
 ): Effect.Effect<boolean> =>
-  // After storage trouble a flush would only wait on the same failing writer.
-  ("services" in state && reason !== "storage-failed" ? flushLossy(state) : Effect.void).pipe(Effect.zipRight(env.journal.transact(
-    Effect.gen(function*() {
-      yield* env.journal.emitDurable(
-        {
-          runId: state.run.runId,
-          sourceId: nodeSource,
-          eventType: "baton.run.released",
-          payload: { reason, drive: state.run.drive }
-        } as JournalEvent.Input,
-        state.run.owner
-      )
-      yield* env.runtime.releasePending(state.run.runId, state.fence)
-    }),
-    { key: state.run.runId }
-  ))).pipe(
+  Effect.suspend(() => {
+    const released = env.journal.transact(
+      Effect.gen(function*() {
+        yield* env.journal.emitDurable(
+          {
+            runId: state.run.runId,
+            sourceId: nodeSource,
+            eventType: "baton.run.released",
+            payload: { reason, drive: state.run.drive }
+          } as JournalEvent.Input,
+          state.run.owner
+        )
+        yield* env.runtime.releasePending(state.run.runId, state.fence)
+      }),
+      { key: state.run.runId }
+    )
+    if (!("services" in state)) return released
+    // After storage trouble a flush would only wait on the same failing writer.
+    return (reason !== "storage-failed" ? flushLossy(state) : Effect.void).pipe(Effect.zipRight(withPrelude(state, released)))
+  }).pipe(
     Effect.as(true),
     Effect.catchAllCause((cause) =>
       logFailure("release", state.run.runId, cause, { warning: "could not release a run" }).pipe(
@@ -100,12 +117,15 @@ const settle = (
   status: "completed" | "failed",
   body: Effect.Effect<void, unknown>
 ): Effect.Effect<void> =>
-  flushLossy(state).pipe(Effect.zipRight(env.journal.transact(
-    Effect.gen(function*() {
-      yield* body
-      yield* env.runtime.writeStatus(state.run.runId, state.fence, status)
-    }),
-    { key: state.run.runId }
+  flushLossy(state).pipe(Effect.zipRight(withPrelude(
+    state,
+    env.journal.transact(
+      Effect.gen(function*() {
+        yield* body
+        yield* env.runtime.writeStatus(state.run.runId, state.fence, status)
+      }),
+      { key: state.run.runId }
+    )
   ))).pipe(
     Effect.catchAllCause((cause) => {
       const failure = Cause.failureOption(cause)
@@ -205,12 +225,15 @@ const retryLater = (env: DriveEnv, state: DriveState, error: Record<string, unkn
     const availableAtMs = nowMs + Math.ceil(Duration.toMillis(delay.value))
     markEnd(state, "retrying")
     yield* flushLossy(state)
-    yield* env.journal.transact(
-      Effect.gen(function*() {
-        yield* durable(state, "baton.run.retrying", { attempt, error, availableAtMs })
-        yield* env.runtime.requeue(runId, state.fence, attempt, availableAtMs)
-      }),
-      { key: runId }
+    yield* withPrelude(
+      state,
+      env.journal.transact(
+        Effect.gen(function*() {
+          yield* durable(state, "baton.run.retrying", { attempt, error, availableAtMs })
+          yield* env.runtime.requeue(runId, state.fence, attempt, availableAtMs)
+        }),
+        { key: runId }
+      )
     )
     return true
   }).pipe(
@@ -249,8 +272,9 @@ export const drive = (
     const row = yield* env.runStore.get(runId)
     const summary = yield* env.runtime.getRun(runId)
     const flow = yield* env.flowFor(summary.flowId)
-    const drives = (yield* countEntries(env.journal, runId, "baton.run.driven")) + 1
-    const takeovers = yield* countEntries(env.journal, runId, "baton.run.taken-over")
+    const counted = yield* countDrives(env.journal, runId)
+    const drives = counted.driven + 1
+    const takeovers = counted.takeovers
     const run: RunService = {
       runId,
       flowId: summary.flowId,
@@ -287,34 +311,30 @@ export const drive = (
       resumedFromCheckpoint: 0,
       stepsCompleted: 0,
       lossyQueued: 0,
-      lossyFlushed: 0
+      lossyFlushed: 0,
+      prelude: undefined,
+      preludeLock: yield* Effect.makeSemaphore(1)
     }
     register(state)
     control.state = state
     const completedSteps = Array.from(latest.values()).filter((a) => a.state === "completed").length
-    // The drive's first write: its journal entry and control's `running` status, together.
-    // Annotated: a conditional of two Effects as an overloaded combinator's argument left the
-    // choice of overload to inference, which a declaration build once resolved differently.
+    // The drive's opening writes: its journal entry and control's `running` status, together, in front
+    // of the drive's first write (a step's start, a park, the settle), or on their own once the
+    // handler has run `preludeLingerMs` without writing. Annotated: a conditional of two Effects as
+    // an overloaded combinator's argument left the choice of overload to inference, which a
+    // declaration build once resolved differently.
     const markRunning: Effect.Effect<void, ControlRuntime.OwnershipError> = summary.status === "running"
       ? Effect.void
       : Effect.asVoid(env.runtime.writeStatus(runId, fence, "running"))
-    const driven = yield* Effect.either(env.journal.transact(
-      Effect.zipRight(
-        durable(state, "baton.run.driven", {
-          drive: drives,
-          owner: { hostId: owner.hostId, pid: owner.pid },
-          cause,
-          skippedSteps: completedSteps
-        }),
-        markRunning
-      ),
-      { key: runId }
-    ))
-    if (driven._tag === "Left") {
-      const lost = isFenceLoss(driven.left)
-      const released = lost ? false : yield* release(env, state, "storage-failed")
-      return { runId, reason: lost ? "lease-lost" : "storage-failed", released, lapsed: false } satisfies DriveEnd
-    }
+    state.prelude = Effect.zipRight(
+      durable(state, "baton.run.driven", {
+        drive: drives,
+        owner: { hostId: owner.hostId, pid: owner.pid },
+        cause,
+        skippedSteps: completedSteps
+      }),
+      markRunning
+    )
     const handler = Schema.decodeUnknown(flow.input)(plan?.decodedInput).pipe(
       Effect.mapError((error) => ({ _tag: "InvalidInput", message: `input: ${error.message}` })),
       Effect.flatMap((input) => flow.handler(input)),
@@ -324,6 +344,16 @@ export const drive = (
     ) as Effect.Effect<unknown, unknown>
     const fiber = yield* Effect.forkDaemon(handler)
     control.handler = fiber
+    const opening = yield* Effect.forkDaemon(
+      Effect.sleep(preludeLingerMs).pipe(
+        Effect.zipRight(Effect.uninterruptible(writePrelude(state))),
+        Effect.catchAll((error) =>
+          Effect.sync(() => markEnd(state, isFenceLoss(error) ? "lease-lost" : "storage-failed")).pipe(
+            Effect.zipRight(Fiber.interrupt(fiber))
+          )
+        )
+      )
+    )
     yield* env.runtime.registerFiber(runId, fiber).pipe(Effect.ignore)
     let lapsed = false
     const heartbeat = yield* Effect.forkDaemon(
@@ -341,6 +371,7 @@ export const drive = (
       )
     )
     const exit = yield* Fiber.await(fiber)
+    yield* Fiber.interrupt(opening)
     let released = false
     if (Exit.isSuccess(exit)) {
       yield* settleSuccess(env, state, flow, exit.value)

@@ -76,3 +76,22 @@ export const flushLossy = (state: DriveState): Effect.Effect<void> =>
       }))
     )
   })
+
+/**
+ * `write` with the drive's prelude in front of it while that is unwritten: one transaction holds
+ * both (`write` nests in it), so a drive's opening entry costs no transaction of its own. Once
+ * written, `write` runs as is. Call it outside any transaction, after `flushLossy`.
+ */
+export const withPrelude = <A, E>(state: DriveState, write: Effect.Effect<A, E>): Effect.Effect<A, E | unknown> =>
+  Effect.suspend(() =>
+    state.prelude === undefined ? write : state.preludeLock.withPermits(1)(Effect.suspend(() => {
+      const prelude = state.prelude
+      if (prelude === undefined) return write
+      return state.services.journal.transact(Effect.zipRight(prelude, write), { key: state.run.runId }).pipe(
+        Effect.tap(() => Effect.sync(() => (state.prelude = undefined)))
+      )
+    }))
+  )
+
+/** Write the drive's prelude now, in a transaction of its own, if it is still unwritten. */
+export const writePrelude = (state: DriveState): Effect.Effect<void, unknown> => withPrelude(state, Effect.void)

@@ -42,6 +42,13 @@ export interface DriveState {
   /** Lossy entries this drive queued, and how many of them a finished `flush` covered. */
   lossyQueued: number
   lossyFlushed: number
+  /**
+   * The drive's opening writes (`baton.run.driven`, and `running` unless the run is already), while
+   * not yet written: they ride on the drive's first transaction (`withPrelude`).
+   */
+  prelude: Effect.Effect<void, unknown> | undefined
+  /** Held while the prelude is written, so it is written once and before any later write. */
+  readonly preludeLock: Effect.Semaphore
 }
 
 const states = new WeakMap<RunService, DriveState>()

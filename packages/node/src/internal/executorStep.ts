@@ -4,7 +4,7 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import { Cause, Clock, Context, Duration, Effect, Exit, Fiber, Option, Schedule, Schema } from "effect"
 import * as crypto from "node:crypto"
 import { jsonIssue } from "./executorJson.js"
-import { durable, failJournal, flushLossy, lossy } from "./executorJournal.js"
+import { durable, failJournal, flushLossy, lossy, withPrelude } from "./executorJournal.js"
 import { StepMisuse } from "./executorMisuse.js"
 import { type DriveState, endDrive } from "./executorState.js"
 import type { Json } from "./executorTypes.js"
@@ -248,7 +248,7 @@ const complete = <A, AE>(
     const durationMs = Number((((yield* Clock.currentTimeNanos) - startedNanos) / 1_000_000n))
     const { attempts, journal, sql } = state.services
     yield* flushLossy(state)
-    yield* journal.transact(
+    yield* withPrelude(state, journal.transact(
       Effect.gen(function*() {
         const finished = yield* attempts.finish(
           {
@@ -277,7 +277,7 @@ const complete = <A, AE>(
         })
       }),
       { key: state.run.runId }
-    ).pipe(
+    )).pipe(
       Effect.catchAll((error): Effect.Effect<never> => {
         if (error instanceof Lost) return endDrive(state, "lease-lost")
         if (error instanceof CommitFailed && !isStorageTrouble(error.error)) {
@@ -327,7 +327,7 @@ const recordFailure = (
     const now = yield* Clock.currentTimeMillis
     const { attempts, journal } = state.services
     yield* flushLossy(state)
-    yield* journal.transact(
+    yield* withPrelude(state, journal.transact(
       Effect.gen(function*() {
         const finished = yield* attempts.finish(
           { runId: state.run.runId, stepKeyDigest: digest, attempt, state: "failed", finishedAtMs: now, error } as AttemptStore.FinishAttempt,
@@ -337,7 +337,7 @@ const recordFailure = (
         yield* durable(state, "baton.step.failed", { step: name, attempt, error })
       }),
       { key: state.run.runId }
-    ).pipe(Effect.catchAll((e) => e instanceof Lost ? endDrive(state, "lease-lost") : failJournal(state, e)))
+    )).pipe(Effect.catchAll((e) => e instanceof Lost ? endDrive(state, "lease-lost") : failJournal(state, e)))
     state.latest.set(digest, {
       runId: state.run.runId,
       stepKeyDigest: digest,
@@ -372,7 +372,23 @@ const attemptOnce = <A, E, R, AE>(
         meta: meta(state, name),
         ...(Option.isSome(resumeFrom) ? { checkpoint: resumeFrom.value } : {})
       } as AttemptStore.Attempt
-      const put = yield* restore(state.services.attempts.put(row, state.run.owner)).pipe(
+      // The attempt row and its `baton.step.started` entry in one transaction (with the drive's
+      // prelude on its first write): a step's start costs one write, and a deposed owner's entry
+      // cannot land.
+      yield* restore(flushLossy(state))
+      const put = yield* restore(withPrelude(
+        state,
+        state.services.journal.transact(
+          Effect.gen(function*() {
+            const put = yield* state.services.attempts.put(row, state.run.owner)
+            if (put._tag === "Inserted" || put._tag === "ExistingSame" || put._tag === "Upserted") {
+              yield* durable(state, "baton.step.started", { step: name, attempt })
+            }
+            return put
+          }),
+          { key: state.run.runId }
+        )
+      )).pipe(
         Effect.catchAll((error) => failJournal(state, error))
       )
       if (put._tag !== "Inserted" && put._tag !== "ExistingSame" && put._tag !== "Upserted") {
@@ -380,7 +396,6 @@ const attemptOnce = <A, E, R, AE>(
       }
       state.latest.set(digest, row)
       if (Option.isSome(resumeFrom)) state.resumedFromCheckpoint++
-      yield* lossy(state, "baton.step.started", { step: name, attempt })
       const startedNanos = yield* Clock.currentTimeNanos
       const exit = yield* Effect.exit(restore(
         Effect.provideService(body, StepContext, { name, attempt, resumeFrom }) as Effect.Effect<A, E, Exclude<R, StepContext>>
@@ -476,7 +491,7 @@ const abandon = (
     const now = yield* Clock.currentTimeMillis
     const { attempts, journal } = state.services
     yield* flushLossy(state)
-    yield* journal.transact(
+    yield* withPrelude(state, journal.transact(
       Effect.gen(function*() {
         const finished = yield* attempts.finish(
           {
@@ -497,7 +512,7 @@ const abandon = (
         })
       }),
       { key: state.run.runId }
-    ).pipe(Effect.catchAll((e) => e instanceof Lost ? endDrive(state, "lease-lost") : failJournal(state, e)))
+    )).pipe(Effect.catchAll((e) => e instanceof Lost ? endDrive(state, "lease-lost") : failJournal(state, e)))
   })
 
 /** `Step.checkpoint` over the drive state. */

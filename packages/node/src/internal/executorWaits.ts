@@ -4,7 +4,7 @@ import * as ControlRuntime from "@baton/control/ControlRuntime"
 import type * as ControlSchema from "@baton/control/ControlSchema"
 import { Effect, Schema } from "effect"
 import * as crypto from "node:crypto"
-import { durable, failJournal, flushLossy } from "./executorJournal.js"
+import { durable, failJournal, flushLossy, withPrelude, writePrelude } from "./executorJournal.js"
 import { checkName, isLost, recordReserved, stepDigest } from "./executorStep.js"
 import { type DriveState, endDrive } from "./executorState.js"
 import type { Json } from "./executorTypes.js"
@@ -25,16 +25,19 @@ export const park = (
   token: string,
   request: Json | undefined
 ): Effect.Effect<never> =>
-  flushLossy(state).pipe(Effect.zipRight(state.services.journal.transact(
-    Effect.gen(function*() {
-      yield* durable(state, "baton.run.parked", { reason, name })
-      yield* state.services.runtime.park(state.run.runId, state.fence, {
-        reason,
-        token,
-        ...(request === undefined ? {} : { request })
-      })
-    }),
-    { key: state.run.runId }
+  flushLossy(state).pipe(Effect.zipRight(withPrelude(
+    state,
+    state.services.journal.transact(
+      Effect.gen(function*() {
+        yield* durable(state, "baton.run.parked", { reason, name })
+        yield* state.services.runtime.park(state.run.runId, state.fence, {
+          reason,
+          token,
+          ...(request === undefined ? {} : { request })
+        })
+      }),
+      { key: state.run.runId }
+    )
   ))).pipe(
     Effect.catchAll((error) => failJournal(state, error)),
     Effect.zipRight(endDrive(state, "parked"))
@@ -62,6 +65,8 @@ export const waitForSignal = <A, AE>(
     if (memo !== undefined) {
       return yield* decode(memo.value).pipe(Effect.orDie)
     }
+    // Signal settlements and bindings are writes of their own: the drive's opening entry goes first.
+    yield* writePrelude(state)
     const { runtime, journal } = state.services
     const runId = state.run.runId
     const deliver = (command: ControlRuntime.SignalCommand) =>
@@ -147,6 +152,7 @@ export const waitForApproval = (
       if (value?.decision === "denied") return yield* Effect.fail(denial(value))
       return
     }
+    yield* writePrelude(state).pipe(Effect.catchAll((error) => failJournal(state, error)))
     const runId = state.run.runId
     const token = ControlExecutor.waitToken(state.run.flowId, runId, requestId, 1)
     const envelope = (state.envelope ?? emptyEnvelope) as ControlSchema.Envelope

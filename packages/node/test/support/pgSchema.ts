@@ -31,3 +31,10 @@ export const dropAndDispose = async (
     .catch(() => undefined)
   await runtime.dispose()
 }
+
+/** Drop `schema` at `url` if it exists (errors ignored): for schemas another process made. */
+export const dropSchema = (url: string, schema: string): Promise<void> =>
+  Effect.runPromise(Effect.scoped(Effect.gen(function*() {
+    const context = yield* Layer.build(PgDatabase.layer({ url, schema }))
+    yield* Context.get(context, SqlClient.SqlClient).unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`)
+  })).pipe(Effect.ignore))
