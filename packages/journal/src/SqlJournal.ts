@@ -141,7 +141,7 @@ export const make = (
         const body = Effect.gen(function*() {
           if (owner !== undefined) yield* fence(admitted.runId, owner)
           const next = (yield* store.lockHead(admitted.runId)) ?? 0
-          const result = yield* appendLocked(store, cache, admitted, next)
+          const result = yield* appendLocked(store, cache, admitted, next, cache.head(admitted.runId) === next)
           switch (result._tag) {
             case "Refused":
               return yield* Effect.fail(result.error)
@@ -156,7 +156,10 @@ export const make = (
             }
             case "Appended": {
               yield* store.setHead(admitted.runId, next + 1)
-              yield* DurableWriter.afterCommit(publish([result]), sql)
+              yield* DurableWriter.afterCommit(
+                Effect.zipRight(Effect.sync(() => cache.noteHead(admitted.runId, next + 1)), publish([result])),
+                sql
+              )
               const receipt: Journal.DurableReceipt = {
                 _tag: "Accepted",
                 sourceSeq: result.entry.sourceSeq as JournalEvent.SourceSeq,

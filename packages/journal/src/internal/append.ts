@@ -27,11 +27,16 @@ export type AppendResult =
   }
   | { readonly _tag: "Refused"; readonly error: JournalError }
 
+/**
+ * `headIsOurs`: the locked head is the one this process's last committed append left, so nobody
+ * appended since and a floor this process holds for the producer needs no read.
+ */
 export const appendLocked = (
   store: Store,
   cache: IdentityCache,
   item: Admitted,
-  nextSeq: number
+  nextSeq: number,
+  headIsOurs = false
 ): Effect.Effect<AppendResult, SqlError | JournalError> =>
   Effect.gen(function*() {
     const key = contentKey(item.eventType, item.payloadJson, item.metaJson)
@@ -50,7 +55,8 @@ export const appendLocked = (
       }
       cache.raiseFloor(item.runId, item.sourceId, sourceSeq + 1, true)
     } else {
-      const durableNext = yield* store.durableNext(item.runId, item.sourceId)
+      const known = headIsOurs ? cache.floor(item.runId, item.sourceId) : undefined
+      const durableNext = known ?? (yield* store.durableNext(item.runId, item.sourceId))
       sourceSeq = Math.max(durableNext, cache.floor(item.runId, item.sourceId) ?? 0, cache.hint(item.runId, item.sourceId))
       cache.raiseFloor(item.runId, item.sourceId, sourceSeq + 1, false)
     }

@@ -94,7 +94,22 @@ export const makeIdentityCache = (bound: number) => {
     trim(floors, key)
   }
 
-  return { get, commit, addPending, settlePending, floor, hint, raiseFloor } as const
+  // The head each run had after this process's last committed durable append to it. Heads only
+  // rise, so a head that still reads so means no one appended since, and this process's floors
+  // are the run's.
+  const heads = new Map<string, number>()
+
+  /** The head this process left on `runId` at its last committed append, if remembered. */
+  const head = (runId: string): number | undefined => heads.get(runId)
+
+  /** Remember `next` as the head this process's committed append left on `runId`. */
+  const noteHead = (runId: string, next: number): void => {
+    heads.delete(runId)
+    heads.set(runId, next)
+    trim(heads, runId)
+  }
+
+  return { get, commit, addPending, settlePending, floor, hint, raiseFloor, head, noteHead } as const
 }
 
 export type IdentityCache = ReturnType<typeof makeIdentityCache>
