@@ -25,6 +25,8 @@ import { type ChildProcess, fork } from "node:child_process"
 import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
+import { Effect } from "effect"
+import * as ListPage from "./control-list/listPage.js"
 import * as Baton from "./queue/baton.js"
 import {
   type Figures,
@@ -48,9 +50,19 @@ const workerScript = path.join(here, "queue", "worker.ts")
 const args = process.argv.slice(2)
 const short = args.includes("--short")
 const asJson = args.includes("--json")
-const only = args.find((a) => a.startsWith("--only="))?.slice("--only=".length).split(",")
+const only = args.find((a) => a.startsWith("--only="))?.slice("--only=".length).split(",") ?? []
+const parts = ["queue", "workflows", "wake", "list"] as const
+type Part = typeof parts[number]
+const isPart = (word: string): word is Part => (parts as ReadonlyArray<string>).includes(word)
+const onlyParts = only.filter(isPart)
+const onlySystems = only.filter((word) => !isPart(word))
+const runsPart = (part: Part) => onlyParts.length === 0 || onlyParts.includes(part)
 const jobs = short ? 300 : 2000
 const workflows = short ? 60 : 500
+const wakeCount = short ? 30 : 100
+const wakeGapMs = 300
+const listRuns = short ? 100_000 : 1_000_000
+const listIterations = short ? 100 : 300
 const url = process.env["BATON_BENCH_PG_URL"] ?? process.env["BATON_TEST_PG_URL"] ?? "postgres://postgres@127.0.0.1:5432/postgres"
 // No progress for this long means a stuck system: it is reported as failed and the bench goes on.
 const stallMs = 120_000
@@ -62,9 +74,11 @@ const parents: Record<SystemName, System> = {
   graphile: Graphile.system,
   dbos: Dbos.system
 }
-const selected = (names: ReadonlyArray<SystemName>) => names.filter((n) => only === undefined || only.includes(n))
-const queueSystems = selected(["graphile", "pgboss", "dbos", "baton-pg", "baton-sqlite"])
-const workflowSystems = selected(["dbos", "baton-pg", "baton-sqlite"])
+const selected = <N extends SystemName>(names: ReadonlyArray<N>): Array<N> => names.filter((n) => onlySystems.length === 0 || onlySystems.includes(n))
+const queueSystems = runsPart("queue") ? selected(["graphile", "pgboss", "dbos", "baton-pg", "baton-sqlite"]) : []
+const workflowSystems = runsPart("workflows") ? selected(["dbos", "baton-pg", "baton-sqlite"]) : []
+const wakeSystems = runsPart("wake") ? selected(["baton-pg", "baton-sqlite"]) : []
+const listSystems = runsPart("list") ? selected(["baton-sqlite", "baton-pg"]) : []
 
 const say = (text: string) => process.stdout.write(`${text}\n`)
 
@@ -233,6 +247,52 @@ const runWorkflows = async (name: SystemName, concurrency: number): Promise<Work
   }
 }
 
+/**
+ * Wake latency of an idle Baton host: PostgreSQL with the starter in this process and the host in a
+ * worker (the host hears the start's notification), SQLite with both in the worker (the start hands
+ * the run to the host's own executor). Answers one latency per run, commit sent → handler's first line.
+ */
+const runWake = async (name: "baton-pg" | "baton-sqlite"): Promise<ReadonlyArray<number>> => {
+  const system = parents[name]
+  const target = await system.prepare(url)
+  const workers: Array<Worker> = []
+  const timeoutMs = stallMs + wakeCount * 2000
+  try {
+    await system.completed(target) // migrates before the host opens
+    let starts: ReadonlyArray<readonly [number, number]>
+    let committedAt: ReadonlyArray<number>
+    if (name === "baton-sqlite") {
+      const w = spawnWorker(name, ["wake-self", JSON.stringify(target), String(wakeCount), String(wakeGapMs)])
+      workers.push(w)
+      const { report } = await w.next("report", timeoutMs)
+      starts = report.starts
+      committedAt = report.availableAt ?? []
+    } else {
+      const w = spawnWorker(name, ["wake-host", JSON.stringify(target)])
+      workers.push(w)
+      await w.next("ready", stallMs)
+      const starter = Baton.wakeStarter(target)
+      try {
+        committedAt = await Baton.startWhileIdle(wakeCount, wakeGapMs, starter.start)
+      } finally {
+        await starter.close()
+      }
+      const reply = w.next("report", stallMs)
+      w.child.send({ type: "stop" })
+      starts = (await reply).report.starts
+    }
+    const counted = tally(wakeCount, [{ starts, cpuMs: 0, rssMb: 0 }])
+    if (counted.ranTwice > 0 || counted.missing > 0) {
+      throw new Error(`${name}: ${counted.ranTwice} extra executions, ${counted.missing} runs never started`)
+    }
+    if (committedAt.some((at) => Number.isNaN(at))) throw new Error(`${name}: a start's commit was not seen at the driver`)
+    return counted.first.map((at, i) => at! - committedAt[i]!)
+  } finally {
+    await stopAll(workers)
+    await system.drop(target)
+  }
+}
+
 const empty: Figures = { perS: null, p50Ms: null, p99Ms: null, cpuMsPerJob: null, rssMb: null }
 const cell = (value: number | null | undefined, width: number) => (value === null || value === undefined || Number.isNaN(value) ? "-" : String(value)).padStart(width)
 
@@ -279,7 +339,7 @@ const main = async () => {
     out.w2seq[name] = empty
   }
   let failures = 0
-  for (const [key, count] of [["w1", 1], ["w3", 4]] as const) {
+  for (const [key, count] of queueSystems.length === 0 ? [] : [["w1", 1], ["w3", 4]] as const) {
     const rows: Array<readonly [string, Figures, string]> = []
     for (const name of queueSystems) {
       try {
@@ -300,9 +360,9 @@ const main = async () => {
     table(`${key.toUpperCase()}: ${jobs} no-op jobs, ${count} worker process${count === 1 ? "" : "es"}`, rows)
     ratios(key.toUpperCase(), out[key])
   }
-  say("W3 vs W1 (4 workers ÷ 1):")
+  if (queueSystems.length > 0) say("W3 vs W1 (4 workers ÷ 1):")
   for (const name of queueSystems) say(`  ${name.padEnd(13)} ${ratio(out.w3[name]?.perS, out.w1[name]?.perS)}`)
-  for (const [key, concurrency] of [["w2seq", 1], ["w2", 64]] as const) {
+  for (const [key, concurrency] of workflowSystems.length === 0 ? [] : [["w2seq", 1], ["w2", 64]] as const) {
     const rows: Array<readonly [string, Figures, string]> = []
     for (const name of workflowSystems) {
       try {
@@ -325,12 +385,46 @@ const main = async () => {
     table(`W2${key === "w2seq" ? " sequential" : " 64 concurrent"}: ${workflows} workflows of 3 steps, started and awaited in one process`, rows)
     ratios(key === "w2seq" ? "W2 sequential" : "W2 concurrent", out[key])
   }
+  const wake: Record<"p50" | "p99", { pg: number | null; sqlite: number | null }> = {
+    p50: { pg: null, sqlite: null },
+    p99: { pg: null, sqlite: null }
+  }
+  if (wakeSystems.length > 0) {
+    say(`\nWake: an idle host (default pollInterval 1 s), ${wakeCount} runs started one at a time, each after ~${wakeGapMs} ms idle; latency from the start's COMMIT (as sent) to the handler's first line`)
+    say(`  ${"system".padEnd(13)} ${"p50 ms".padStart(9)} ${"p99 ms".padStart(9)} ${"max ms".padStart(9)}  starter`)
+    for (const name of wakeSystems) {
+      const key = name === "baton-pg" ? "pg" : "sqlite"
+      const how = name === "baton-pg" ? "another process (LISTEN/NOTIFY)" : "the host's own process (hand-off)"
+      try {
+        const latencies = await runWake(name)
+        wake.p50[key] = round(quantile(latencies, 0.5) ?? NaN, 1)
+        wake.p99[key] = round(quantile(latencies, 0.99) ?? NaN, 1)
+        say(`  ${name.padEnd(13)} ${cell(wake.p50[key], 9)} ${cell(wake.p99[key], 9)} ${cell(round(Math.max(...latencies), 1), 9)}  ${how}`)
+      } catch (error) {
+        failures++
+        say(`  ${name.padEnd(13)} failed: ${error instanceof Error ? error.message : String(error)}`)
+      }
+    }
+  }
   for (const system of Object.values(parents)) await system.close()
   await closePool()
+  let list: ListPage.Figures = { listPageMs: { sqlite: null, pg: null }, listRawMs: { sqlite: null, pg: null } }
+  if (listSystems.length > 0) {
+    say(`\nControl.list page of 50 at ${listRuns.toLocaleString("en-US")} runs against the same keyset SELECT through the raw driver (as \`pnpm bench -- control-list\`):`)
+    try {
+      list = await Effect.runPromise(ListPage.both(
+        { runs: listRuns, iterations: listIterations, say },
+        { sqlite: listSystems.includes("baton-sqlite"), pgUrl: listSystems.includes("baton-pg") ? url : undefined }
+      ))
+    } catch (error) {
+      failures++
+      say(`  failed: ${error instanceof Error ? error.message : String(error)}`)
+    }
+  }
   if (asJson) {
     // The issue's shape: w2's Baton entries carry the write transactions per workflow; `w2` is the
     // 64-concurrent run, `w2seq` the sequential one.
-    say(JSON.stringify({ ...out, wakeP50Ms: null, listPageMs: null, listRawMs: null }))
+    say(JSON.stringify({ ...out, wakeP50Ms: wake.p50, wakeP99Ms: wake.p99, ...list }))
   }
   return failures
 }

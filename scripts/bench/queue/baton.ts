@@ -146,6 +146,89 @@ export const startAndAwait = (flow: Flow.Flow<{ readonly i: number }, number, ne
     if (outcome._tag !== "Completed") return yield* Effect.dieMessage(`run ${handle.runId} ended ${outcome._tag}`)
   })
 
+/**
+ * The times (`nowMs`) at which this process sent a start transaction its `COMMIT` (a transaction that
+ * inserted a `control_runs` row), seen at the driver. Sent, not acknowledged: a latency from it includes
+ * the commit itself. Installs the driver counter of the dialect; call it before the runtime opens.
+ */
+export const startCommits = (dialect: "sqlite" | "pg") => {
+  if (dialect === "sqlite") Counter.installSqlite()
+  else Counter.installPg()
+  const inserted = new WeakSet<object>()
+  let last: number | undefined
+  Counter.onStatement((text, connection) => {
+    if (/^\s*INSERT INTO control_runs\s*\(/i.test(text)) inserted.add(connection)
+    else if (/^\s*COMMIT\s*$/i.test(text) && inserted.has(connection)) {
+      inserted.delete(connection)
+      last = nowMs()
+    }
+  })
+  return { last: () => last }
+}
+
+/** Sleep `ms` milliseconds. */
+const pause = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
+
+/** Start one `bench-noop` run through `runtime` and await it; answers its start's commit time. */
+const startAndAwaitOne = (
+  runtime: ManagedRuntime.ManagedRuntime<NodeRuntime.Provided, NodeRuntime.BuildError>,
+  flow: ReturnType<typeof noopFlow>,
+  commits: ReturnType<typeof startCommits>
+) =>
+(i: number): Promise<number> =>
+  runtime.runPromise(Effect.gen(function*() {
+    const handle = yield* Flow.start(flow, { i })
+    const committedAt = commits.last()
+    yield* Flow.await(handle)
+    return committedAt ?? NaN
+  }))
+
+/**
+ * The wake measurement's host: a host-mode runtime serving `bench-noop` with the defaults (`maxRuns` 4,
+ * `pollInterval` 1 s, so a run found by the poll alone waits up to a second). `ready` answers once the
+ * host is built and a sweep tick has run; `start(i)` starts one run of it in this process and awaits its
+ * outcome, answering its start's commit time.
+ */
+export const wakeHost = (target: Target, recorder: Recorder) => {
+  const commits = startCommits(target.filename !== undefined ? "sqlite" : "pg")
+  const flow = noopFlow(recorder)
+  const runtime = ManagedRuntime.make(layerFor(target, { flows: [flow] }))
+  return {
+    ready: () => runtime.runPromise(Effect.flatMap(NodeRuntime.NodeHost, (host) => host.sweepNow)),
+    start: startAndAwaitOne(runtime, flow, commits),
+    close: () => runtime.dispose()
+  }
+}
+
+/**
+ * The wake measurement's starter in another process: a client-mode runtime that starts one `bench-noop`
+ * run at a time and awaits it; `start(i)` answers its start's commit time.
+ */
+export const wakeStarter = (target: Target) => {
+  const commits = startCommits(target.filename !== undefined ? "sqlite" : "pg")
+  const flow = noopFlow()
+  const runtime = ManagedRuntime.make(layerFor(target, { mode: "client", flows: [flow] }))
+  return {
+    start: startAndAwaitOne(runtime, flow, commits),
+    close: () => runtime.dispose()
+  }
+}
+
+/**
+ * Idle, then start: `count` times, wait `gapMs` (±20 %) so the host has nothing to do, then `start(i)`;
+ * answers each start's commit time by index. The first wait is at least 1.5 s, past the host's startup
+ * ticks.
+ */
+export const startWhileIdle = async (count: number, gapMs: number, start: (i: number) => Promise<number>) => {
+  const committedAt: Array<number> = new Array(count)
+  await pause(1500)
+  for (let i = 0; i < count; i++) {
+    await pause(gapMs * (0.8 + 0.4 * Math.random()))
+    committedAt[i] = await start(i)
+  }
+  return committedAt
+}
+
 const scratch: Array<string> = []
 
 /** Baton on PostgreSQL (`sqlite: false`) or on a SQLite file, parent side. */

@@ -6,6 +6,12 @@
  *     reports its handler starts, CPU from `go` to `stop` and peak RSS;
  *   worker.ts <system> workflows <target json> <count> <concurrency>
  *     W2: starts and awaits `count` three-step workflows, `concurrency` at once, and reports.
+ *   worker.ts baton-pg|baton-sqlite wake-host <target json>
+ *     an idle Baton host with the defaults: says `ready` past a sweep tick, serves no-op jobs started
+ *     by another process until `stop`, then reports its handler starts;
+ *   worker.ts baton-pg|baton-sqlite wake-self <target json> <count> <gap ms>
+ *     the same host starts `count` no-op jobs itself, one at a time after an idle `gap ms`, and
+ *     reports its handler starts and each start's commit time (`availableAt`).
  */
 import { makeRecorder, type SystemName, type WorkerSide, cpuMsSince, peakRssMb, receive, send, type Target } from "./common.js"
 
@@ -29,6 +35,22 @@ const main = async () => {
   const target = JSON.parse(targetJson) as Target
   const side = await load(name)
   const recorder = makeRecorder()
+  if (mode === "wake-host" || mode === "wake-self") {
+    const Baton = await import("./baton.js")
+    const host = Baton.wakeHost(target, recorder)
+    await host.ready()
+    if (mode === "wake-self") {
+      const availableAt = await Baton.startWhileIdle(Number(count), Number(concurrency), host.start)
+      await send({ type: "report", report: { starts: recorder.starts, cpuMs: 0, rssMb: peakRssMb(), availableAt } })
+    } else {
+      const stop = receive("stop")
+      await send({ type: "ready" })
+      await stop
+      await send({ type: "report", report: { starts: recorder.starts, cpuMs: 0, rssMb: peakRssMb() } })
+    }
+    await host.close()
+    return
+  }
   if (mode === "workflows") {
     if (side.workflows === undefined) throw new Error(`${name} runs no workflows`)
     const report = await side.workflows(target, recorder, { count: Number(count), concurrency: Number(concurrency) })
