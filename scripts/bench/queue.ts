@@ -250,43 +250,66 @@ const runWorkflows = async (name: SystemName, concurrency: number): Promise<Work
 /**
  * Wake latency of an idle Baton host: PostgreSQL with the starter in this process and the host in a
  * worker (the host hears the start's notification), SQLite with both in the worker (the start hands
- * the run to the host's own executor). Answers one latency per run, commit sent → handler's first line.
+ * the run to the host's own executor). Answers per run: commit sent → handler's first line (`total`),
+ * split at the host process's first statement after the commit (`reaction`: the wake itself; `work`: the
+ * claim and the drive's start, `statements` of them).
  */
-const runWake = async (name: "baton-pg" | "baton-sqlite"): Promise<ReadonlyArray<number>> => {
+interface WakeResult {
+  readonly total: ReadonlyArray<number>
+  readonly reaction: ReadonlyArray<number>
+  readonly work: ReadonlyArray<number>
+  readonly statements: ReadonlyArray<number>
+}
+
+const runWake = async (name: "baton-pg" | "baton-sqlite"): Promise<WakeResult> => {
   const system = parents[name]
   const target = await system.prepare(url)
   const workers: Array<Worker> = []
   const timeoutMs = stallMs + wakeCount * 2000
   try {
     await system.completed(target) // migrates before the host opens
-    let starts: ReadonlyArray<readonly [number, number]>
-    let committedAt: ReadonlyArray<number>
+    let report: WorkerReport
+    let made: ReadonlyArray<Baton.WakeStart>
     if (name === "baton-sqlite") {
       const w = spawnWorker(name, ["wake-self", JSON.stringify(target), String(wakeCount), String(wakeGapMs)])
       workers.push(w)
-      const { report } = await w.next("report", timeoutMs)
-      starts = report.starts
-      committedAt = report.availableAt ?? []
+      report = (await w.next("report", timeoutMs)).report
+      made = report.wake?.starts ?? []
     } else {
       const w = spawnWorker(name, ["wake-host", JSON.stringify(target)])
       workers.push(w)
       await w.next("ready", stallMs)
       const starter = Baton.wakeStarter(target)
       try {
-        committedAt = await Baton.startWhileIdle(wakeCount, wakeGapMs, starter.start)
+        made = await Baton.startWhileIdle(wakeCount, wakeGapMs, starter.start)
       } finally {
         await starter.close()
       }
       const reply = w.next("report", stallMs)
       w.child.send({ type: "stop" })
-      starts = (await reply).report.starts
+      report = (await reply).report
     }
-    const counted = tally(wakeCount, [{ starts, cpuMs: 0, rssMb: 0 }])
+    const counted = tally(wakeCount, [report])
     if (counted.ranTwice > 0 || counted.missing > 0) {
       throw new Error(`${name}: ${counted.ranTwice} extra executions, ${counted.missing} runs never started`)
     }
-    if (committedAt.some((at) => Number.isNaN(at))) throw new Error(`${name}: a start's commit was not seen at the driver`)
-    return counted.first.map((at, i) => at! - committedAt[i]!)
+    if (made.length !== wakeCount || made.some((m) => Number.isNaN(m.committedAtMs))) {
+      throw new Error(`${name}: a start's commit was not seen at the driver`)
+    }
+    const sentAt = report.wake?.sentAt ?? []
+    const total = counted.first.map((at, i) => at! - made[i]!.committedAtMs)
+    const reaction: Array<number> = []
+    const work: Array<number> = []
+    const statements: Array<number> = []
+    for (const [i, m] of made.entries()) {
+      const body = counted.first[i]!
+      const first = sentAt.find((at) => at > m.committedAtMs)
+      if (first === undefined || first > body) continue
+      reaction.push(first - m.committedAtMs)
+      work.push(body - first)
+      statements.push(sentAt.filter((at) => at >= first && at <= body).length)
+    }
+    return { total, reaction, work, statements }
   } finally {
     await stopAll(workers)
     await system.drop(target)
@@ -391,15 +414,20 @@ const main = async () => {
   }
   if (wakeSystems.length > 0) {
     say(`\nWake: an idle host (default pollInterval 1 s), ${wakeCount} runs started one at a time, each after ~${wakeGapMs} ms idle; latency from the start's COMMIT (as sent) to the handler's first line`)
-    say(`  ${"system".padEnd(13)} ${"p50 ms".padStart(9)} ${"p99 ms".padStart(9)} ${"max ms".padStart(9)}  starter`)
+    say(`  ${"system".padEnd(13)} ${"p50 ms".padStart(9)} ${"p99 ms".padStart(9)} ${"max ms".padStart(9)}  starter; p50 of: commit → host's first statement, then → handler (statements)`)
     for (const name of wakeSystems) {
       const key = name === "baton-pg" ? "pg" : "sqlite"
       const how = name === "baton-pg" ? "another process (LISTEN/NOTIFY)" : "the host's own process (hand-off)"
       try {
-        const latencies = await runWake(name)
-        wake.p50[key] = round(quantile(latencies, 0.5) ?? NaN, 1)
-        wake.p99[key] = round(quantile(latencies, 0.99) ?? NaN, 1)
-        say(`  ${name.padEnd(13)} ${cell(wake.p50[key], 9)} ${cell(wake.p99[key], 9)} ${cell(round(Math.max(...latencies), 1), 9)}  ${how}`)
+        const result = await runWake(name)
+        const p50 = (values: ReadonlyArray<number>) => round(quantile(values, 0.5) ?? NaN, 1)
+        wake.p50[key] = p50(result.total)
+        wake.p99[key] = round(quantile(result.total, 0.99) ?? NaN, 1)
+        say(
+          `  ${name.padEnd(13)} ${cell(wake.p50[key], 9)} ${cell(wake.p99[key], 9)} ${cell(round(Math.max(...result.total), 1), 9)}  ${how}; ${
+            p50(result.reaction)
+          } ms, ${p50(result.work)} ms (${p50(result.statements)})`
+        )
       } catch (error) {
         failures++
         say(`  ${name.padEnd(13)} failed: ${error instanceof Error ? error.message : String(error)}`)

@@ -169,33 +169,43 @@ export const startCommits = (dialect: "sqlite" | "pg") => {
 /** Sleep `ms` milliseconds. */
 const pause = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
 
-/** Start one `bench-noop` run through `runtime` and await it; answers its start's commit time. */
+/** One start of the wake measurement: its run, and when its start's `COMMIT` was sent (NaN if unseen). */
+export interface WakeStart {
+  readonly runId: string
+  readonly committedAtMs: number
+}
+
+/** Start one `bench-noop` run through `runtime` and await it. */
 const startAndAwaitOne = (
   runtime: ManagedRuntime.ManagedRuntime<NodeRuntime.Provided, NodeRuntime.BuildError>,
   flow: ReturnType<typeof noopFlow>,
   commits: ReturnType<typeof startCommits>
 ) =>
-(i: number): Promise<number> =>
+(i: number): Promise<WakeStart> =>
   runtime.runPromise(Effect.gen(function*() {
     const handle = yield* Flow.start(flow, { i })
-    const committedAt = commits.last()
+    const committedAtMs = commits.last() ?? NaN
     yield* Flow.await(handle)
-    return committedAt ?? NaN
+    return { runId: handle.runId, committedAtMs }
   }))
 
 /**
  * The wake measurement's host: a host-mode runtime serving `bench-noop` with the defaults (`maxRuns` 4,
  * `pollInterval` 1 s, so a run found by the poll alone waits up to a second). `ready` answers once the
  * host is built and a sweep tick has run; `start(i)` starts one run of it in this process and awaits its
- * outcome, answering its start's commit time.
+ * outcome. `sentAt` answers when this process sent each of its statements (ms, in order), so a latency
+ * splits at the host's first statement after the start's commit: its reaction, then the work to the body.
  */
 export const wakeHost = (target: Target, recorder: Recorder) => {
   const commits = startCommits(target.filename !== undefined ? "sqlite" : "pg")
   const flow = noopFlow(recorder)
   const runtime = ManagedRuntime.make(layerFor(target, { flows: [flow] }))
+  const sentAt: Array<number> = []
+  Counter.onStatement(() => sentAt.push(nowMs()))
   return {
     ready: () => runtime.runPromise(Effect.flatMap(NodeRuntime.NodeHost, (host) => host.sweepNow)),
     start: startAndAwaitOne(runtime, flow, commits),
+    sentAt: () => sentAt,
     close: () => runtime.dispose()
   }
 }
@@ -216,11 +226,11 @@ export const wakeStarter = (target: Target) => {
 
 /**
  * Idle, then start: `count` times, wait `gapMs` (±20 %) so the host has nothing to do, then `start(i)`;
- * answers each start's commit time by index. The first wait is at least 1.5 s, past the host's startup
+ * answers each start by index. The first wait is at least 1.5 s, past the host's startup
  * ticks.
  */
-export const startWhileIdle = async (count: number, gapMs: number, start: (i: number) => Promise<number>) => {
-  const committedAt: Array<number> = new Array(count)
+export const startWhileIdle = async (count: number, gapMs: number, start: (i: number) => Promise<WakeStart>) => {
+  const committedAt: Array<WakeStart> = new Array(count)
   await pause(1500)
   for (let i = 0; i < count; i++) {
     await pause(gapMs * (0.8 + 0.4 * Math.random()))

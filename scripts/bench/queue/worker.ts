@@ -8,11 +8,12 @@
  *     W2: starts and awaits `count` three-step workflows, `concurrency` at once, and reports.
  *   worker.ts baton-pg|baton-sqlite wake-host <target json>
  *     an idle Baton host with the defaults: says `ready` past a sweep tick, serves no-op jobs started
- *     by another process until `stop`, then reports its handler starts;
+ *     by another process until `stop`, then reports its handler starts and when it sent each statement (`wake`);
  *   worker.ts baton-pg|baton-sqlite wake-self <target json> <count> <gap ms>
  *     the same host starts `count` no-op jobs itself, one at a time after an idle `gap ms`, and
- *     reports its handler starts and each start's commit time (`availableAt`).
+ *     reports its handler starts, its statement times and each start's run and commit time (`wake`).
  */
+import type { WakeStart } from "./baton.js"
 import { makeRecorder, type SystemName, type WorkerSide, cpuMsSince, peakRssMb, receive, send, type Target } from "./common.js"
 
 const [name, mode, targetJson, count, concurrency] = process.argv.slice(2) as [SystemName, string, string, string?, string?]
@@ -39,15 +40,16 @@ const main = async () => {
     const Baton = await import("./baton.js")
     const host = Baton.wakeHost(target, recorder)
     await host.ready()
+    let starts: ReadonlyArray<WakeStart> | undefined
     if (mode === "wake-self") {
-      const availableAt = await Baton.startWhileIdle(Number(count), Number(concurrency), host.start)
-      await send({ type: "report", report: { starts: recorder.starts, cpuMs: 0, rssMb: peakRssMb(), availableAt } })
+      starts = await Baton.startWhileIdle(Number(count), Number(concurrency), host.start)
     } else {
       const stop = receive("stop")
       await send({ type: "ready" })
       await stop
-      await send({ type: "report", report: { starts: recorder.starts, cpuMs: 0, rssMb: peakRssMb() } })
     }
+    const wake = { sentAt: host.sentAt(), ...(starts === undefined ? {} : { starts }) }
+    await send({ type: "report", report: { starts: recorder.starts, cpuMs: 0, rssMb: peakRssMb(), wake } })
     await host.close()
     return
   }
