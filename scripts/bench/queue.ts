@@ -8,18 +8,31 @@
  *   and the system's bookkeeping: Baton's journal, pg-boss retries, DBOS dequeues).
  * - W2: 500 three-step workflows started and awaited in one worker process, one at a time and 64 at
  *   once (DBOS and Baton; graphile-worker and pg-boss have no workflows).
+ * - Wake (Baton): an idle host with the defaults (`pollInterval` 1 s), past its startup sweep; 100 runs
+ *   started one at a time, each after ~300 ms with nothing to do. PostgreSQL: the host is a worker
+ *   process and this process starts the runs (client mode), so the host learns of each from the work
+ *   channel's notification; SQLite: the host's own process starts them, handing each to its executor.
+ *   Latency from the start's `COMMIT` (when the driver is sent it, so the commit itself is included) to
+ *   the handler's first line, split at the host process's first statement after the commit (its reaction
+ *   to the wake, then the claim and the drive's start, with the statements they send).
+ * - List (Baton): `Control.list` pages of 50 against the same keyset SELECT through the raw driver, the
+ *   measurement of `pnpm bench -- control-list` (`control-list/listPage.ts`) at 1,000,000 runs.
  *
  * Each worker is its own process (`scripts/bench/queue/worker.ts`): it reports its handler starts,
  * its CPU and its peak RSS over IPC. jobs/s is from the end of the enqueue (W1/W3; the workers start
  * taking jobs then) or the first start call (W2) to the last job durably done (W1/W3: the parent
  * polls the system's tables every 20 ms) or the last result (W2). Latency is from a job's
  * availability (W1/W3: the end of the enqueue, when the workers are let go; W2: its start call) to
- * its handler's first line.
- * `--short`: 300 jobs and 60 workflows. `--only=baton-pg,dbos` runs those systems alone.
+ * its handler's first line. Times across processes are the kernel clock (`performance.timeOrigin + now`).
+ * `--short`: 300 jobs, 60 workflows, 30 wakes, 100,000 listed runs (100 iterations instead of 300).
+ * `--only=` takes systems (`baton-pg,dbos` runs those alone) and parts (`queue` W1/W3, `workflows` W2,
+ * `wake`, `list`; `--only=wake,list` runs only Baton's wake and list measurements; wake and list follow
+ * `baton-pg`/`baton-sqlite` when systems are named too).
  * PostgreSQL: `BATON_BENCH_PG_URL`, else `BATON_TEST_PG_URL`, else postgres://postgres@127.0.0.1:5432/postgres.
  * `--json` ends with one JSON line: `w1`, `w3`, `w2` (64 at once), `w2seq` (one at a time), each
  * `{ system: { perS, p50Ms, p99Ms, cpuMsPerJob, rssMb } }`, `w2.<baton>.transactionsPerWorkflow`,
- * and `wakeP50Ms`, `listPageMs`, `listRawMs` (not measured here: null).
+ * `wakeP50Ms` and `wakeP99Ms` (`{ pg, sqlite }`), `listPageMs` and `listRawMs` (`{ sqlite, pg }`, medians
+ * pooled over the first and a deep page); null where a part did not run.
  */
 import { type ChildProcess, fork } from "node:child_process"
 import * as os from "node:os"

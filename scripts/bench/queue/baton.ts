@@ -11,6 +11,9 @@
  *   run it starts itself at once when it has a free slot), then `Flow.await` its outcome.
  * - `countCompleted` / `drivenTwice`: completed runs, and runs driven more than once, the latter from
  *   the journal (`baton.run.driven` entries in `flows_journal_events`).
+ * - `wakeHost` / `wakeStarter` / `startWhileIdle`: the wake measurement: an idle host with the defaults,
+ *   runs started one at a time after idle gaps (by the host's own process, or a client in another), and
+ *   each start's commit time as the driver sees it (`startCommits`).
  */
 import * as Flow from "@baton/node/Flow"
 import * as NodeRuntime from "@baton/node/NodeRuntime"
