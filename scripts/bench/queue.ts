@@ -427,7 +427,7 @@ const main = async () => {
   }
   if (wakeSystems.length > 0) {
     say(`\nWake: an idle host (default pollInterval 1 s), ${wakeCount} runs started one at a time, each after ~${wakeGapMs} ms idle; latency from the start's COMMIT (as sent) to the handler's first line`)
-    say(`  ${"system".padEnd(13)} ${"p50 ms".padStart(9)} ${"p99 ms".padStart(9)} ${"max ms".padStart(9)}  starter; p50 of: commit → host's first statement, then → handler (statements)`)
+    say(`  ${"system".padEnd(13)} ${"p50 ms".padStart(9)} ${"p99 ms".padStart(9)} ${"max ms".padStart(9)}  starter; p50 (max) of: commit → host's first statement, then → handler; statements`)
     for (const name of wakeSystems) {
       const key = name === "baton-pg" ? "pg" : "sqlite"
       const how = name === "baton-pg" ? "another process (LISTEN/NOTIFY)" : "the host's own process (hand-off)"
@@ -437,9 +437,9 @@ const main = async () => {
         wake.p50[key] = p50(result.total)
         wake.p99[key] = round(quantile(result.total, 0.99) ?? NaN, 1)
         say(
-          `  ${name.padEnd(13)} ${cell(wake.p50[key], 9)} ${cell(wake.p99[key], 9)} ${cell(round(Math.max(...result.total), 1), 9)}  ${how}; ${
-            p50(result.reaction)
-          } ms, ${p50(result.work)} ms (${p50(result.statements)})`
+          `  ${name.padEnd(13)} ${cell(wake.p50[key], 9)} ${cell(wake.p99[key], 9)} ${cell(round(Math.max(...result.total), 1), 9)}  ${how}; ${p50(result.reaction)} (${
+            round(Math.max(...result.reaction), 1)
+          }) ms, ${p50(result.work)} (${round(Math.max(...result.work), 1)}) ms; ${p50(result.statements)}`
         )
       } catch (error) {
         failures++
