@@ -8,23 +8,38 @@
  *   and the system's bookkeeping: Baton's journal, pg-boss retries, DBOS dequeues).
  * - W2: 500 three-step workflows started and awaited in one worker process, one at a time and 64 at
  *   once (DBOS and Baton; graphile-worker and pg-boss have no workflows).
+ * - Wake (Baton): an idle host with the defaults (`pollInterval` 1 s), past its startup sweep; 100 runs
+ *   started one at a time, each after ~300 ms with nothing to do. PostgreSQL: the host is a worker
+ *   process and this process starts the runs (client mode), so the host learns of each from the work
+ *   channel's notification; SQLite: the host's own process starts them, handing each to its executor.
+ *   Latency from the start's `COMMIT` (when the driver is sent it, so the commit itself is included) to
+ *   the handler's first line, split at the host process's first statement after the commit (its reaction
+ *   to the wake, then the claim and the drive's start, with the statements they send).
+ * - List (Baton): `Control.list` pages of 50 against the same keyset SELECT through the raw driver, the
+ *   measurement of `pnpm bench -- control-list` (`control-list/listPage.ts`) at 1,000,000 runs.
  *
  * Each worker is its own process (`scripts/bench/queue/worker.ts`): it reports its handler starts,
  * its CPU and its peak RSS over IPC. jobs/s is from the end of the enqueue (W1/W3; the workers start
  * taking jobs then) or the first start call (W2) to the last job durably done (W1/W3: the parent
  * polls the system's tables every 20 ms) or the last result (W2). Latency is from a job's
  * availability (W1/W3: the end of the enqueue, when the workers are let go; W2: its start call) to
- * its handler's first line.
- * `--short`: 300 jobs and 60 workflows. `--only=baton-pg,dbos` runs those systems alone.
+ * its handler's first line. Times across processes are the kernel clock (`performance.timeOrigin + now`).
+ * `--short`: 300 jobs, 60 workflows, 30 wakes, 100,000 listed runs (100 iterations instead of 300).
+ * `--only=` takes systems (`baton-pg,dbos` runs those alone) and parts (`queue` W1/W3, `workflows` W2,
+ * `wake`, `list`; `--only=wake,list` runs only Baton's wake and list measurements; wake and list follow
+ * `baton-pg`/`baton-sqlite` when systems are named too).
  * PostgreSQL: `BATON_BENCH_PG_URL`, else `BATON_TEST_PG_URL`, else postgres://postgres@127.0.0.1:5432/postgres.
  * `--json` ends with one JSON line: `w1`, `w3`, `w2` (64 at once), `w2seq` (one at a time), each
  * `{ system: { perS, p50Ms, p99Ms, cpuMsPerJob, rssMb } }`, `w2.<baton>.transactionsPerWorkflow`,
- * and `wakeP50Ms`, `listPageMs`, `listRawMs` (not measured here: null).
+ * `wakeP50Ms` and `wakeP99Ms` (`{ pg, sqlite }`), `listPageMs` and `listRawMs` (`{ sqlite, pg }`, medians
+ * pooled over the first and a deep page); null where a part did not run.
  */
 import { type ChildProcess, fork } from "node:child_process"
 import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
+import { Effect } from "effect"
+import * as ListPage from "./control-list/listPage.js"
 import * as Baton from "./queue/baton.js"
 import {
   type Figures,
@@ -48,9 +63,19 @@ const workerScript = path.join(here, "queue", "worker.ts")
 const args = process.argv.slice(2)
 const short = args.includes("--short")
 const asJson = args.includes("--json")
-const only = args.find((a) => a.startsWith("--only="))?.slice("--only=".length).split(",")
+const only = args.find((a) => a.startsWith("--only="))?.slice("--only=".length).split(",") ?? []
+const parts = ["queue", "workflows", "wake", "list"] as const
+type Part = typeof parts[number]
+const isPart = (word: string): word is Part => (parts as ReadonlyArray<string>).includes(word)
+const onlyParts = only.filter(isPart)
+const onlySystems = only.filter((word) => !isPart(word))
+const runsPart = (part: Part) => onlyParts.length === 0 || onlyParts.includes(part)
 const jobs = short ? 300 : 2000
 const workflows = short ? 60 : 500
+const wakeCount = short ? 30 : 100
+const wakeGapMs = 300
+const listRuns = short ? 100_000 : 1_000_000
+const listIterations = short ? 100 : 300
 const url = process.env["BATON_BENCH_PG_URL"] ?? process.env["BATON_TEST_PG_URL"] ?? "postgres://postgres@127.0.0.1:5432/postgres"
 // No progress for this long means a stuck system: it is reported as failed and the bench goes on.
 const stallMs = 120_000
@@ -62,9 +87,11 @@ const parents: Record<SystemName, System> = {
   graphile: Graphile.system,
   dbos: Dbos.system
 }
-const selected = (names: ReadonlyArray<SystemName>) => names.filter((n) => only === undefined || only.includes(n))
-const queueSystems = selected(["graphile", "pgboss", "dbos", "baton-pg", "baton-sqlite"])
-const workflowSystems = selected(["dbos", "baton-pg", "baton-sqlite"])
+const selected = <N extends SystemName>(names: ReadonlyArray<N>): Array<N> => names.filter((n) => onlySystems.length === 0 || onlySystems.includes(n))
+const queueSystems = runsPart("queue") ? selected(["graphile", "pgboss", "dbos", "baton-pg", "baton-sqlite"]) : []
+const workflowSystems = runsPart("workflows") ? selected(["dbos", "baton-pg", "baton-sqlite"]) : []
+const wakeSystems = runsPart("wake") ? selected(["baton-pg", "baton-sqlite"]) : []
+const listSystems = runsPart("list") ? selected(["baton-sqlite", "baton-pg"]) : []
 
 const say = (text: string) => process.stdout.write(`${text}\n`)
 
@@ -233,6 +260,75 @@ const runWorkflows = async (name: SystemName, concurrency: number): Promise<Work
   }
 }
 
+/**
+ * Wake latency of an idle Baton host: PostgreSQL with the starter in this process and the host in a
+ * worker (the host hears the start's notification), SQLite with both in the worker (the start hands
+ * the run to the host's own executor). Answers per run: commit sent → handler's first line (`total`),
+ * split at the host process's first statement after the commit (`reaction`: the wake itself; `work`: the
+ * claim and the drive's start, `statements` of them).
+ */
+interface WakeResult {
+  readonly total: ReadonlyArray<number>
+  readonly reaction: ReadonlyArray<number>
+  readonly work: ReadonlyArray<number>
+  readonly statements: ReadonlyArray<number>
+}
+
+const runWake = async (name: "baton-pg" | "baton-sqlite"): Promise<WakeResult> => {
+  const system = parents[name]
+  const target = await system.prepare(url)
+  const workers: Array<Worker> = []
+  const timeoutMs = stallMs + wakeCount * 2000
+  try {
+    await system.completed(target) // migrates before the host opens
+    let report: WorkerReport
+    let made: ReadonlyArray<Baton.WakeStart>
+    if (name === "baton-sqlite") {
+      const w = spawnWorker(name, ["wake-self", JSON.stringify(target), String(wakeCount), String(wakeGapMs)])
+      workers.push(w)
+      report = (await w.next("report", timeoutMs)).report
+      made = report.wake?.starts ?? []
+    } else {
+      const w = spawnWorker(name, ["wake-host", JSON.stringify(target)])
+      workers.push(w)
+      await w.next("ready", stallMs)
+      const starter = Baton.wakeStarter(target)
+      try {
+        made = await Baton.startWhileIdle(wakeCount, wakeGapMs, starter.start)
+      } finally {
+        await starter.close()
+      }
+      const reply = w.next("report", stallMs)
+      w.child.send({ type: "stop" })
+      report = (await reply).report
+    }
+    const counted = tally(wakeCount, [report])
+    if (counted.ranTwice > 0 || counted.missing > 0) {
+      throw new Error(`${name}: ${counted.ranTwice} extra executions, ${counted.missing} runs never started`)
+    }
+    if (made.length !== wakeCount || made.some((m) => Number.isNaN(m.committedAtMs))) {
+      throw new Error(`${name}: a start's commit was not seen at the driver`)
+    }
+    const sentAt = report.wake?.sentAt ?? []
+    const total = counted.first.map((at, i) => at! - made[i]!.committedAtMs)
+    const reaction: Array<number> = []
+    const work: Array<number> = []
+    const statements: Array<number> = []
+    for (const [i, m] of made.entries()) {
+      const body = counted.first[i]!
+      const first = sentAt.find((at) => at > m.committedAtMs)
+      if (first === undefined || first > body) continue
+      reaction.push(first - m.committedAtMs)
+      work.push(body - first)
+      statements.push(sentAt.filter((at) => at >= first && at <= body).length)
+    }
+    return { total, reaction, work, statements }
+  } finally {
+    await stopAll(workers)
+    await system.drop(target)
+  }
+}
+
 const empty: Figures = { perS: null, p50Ms: null, p99Ms: null, cpuMsPerJob: null, rssMb: null }
 const cell = (value: number | null | undefined, width: number) => (value === null || value === undefined || Number.isNaN(value) ? "-" : String(value)).padStart(width)
 
@@ -279,7 +375,7 @@ const main = async () => {
     out.w2seq[name] = empty
   }
   let failures = 0
-  for (const [key, count] of [["w1", 1], ["w3", 4]] as const) {
+  for (const [key, count] of queueSystems.length === 0 ? [] : [["w1", 1], ["w3", 4]] as const) {
     const rows: Array<readonly [string, Figures, string]> = []
     for (const name of queueSystems) {
       try {
@@ -300,9 +396,9 @@ const main = async () => {
     table(`${key.toUpperCase()}: ${jobs} no-op jobs, ${count} worker process${count === 1 ? "" : "es"}`, rows)
     ratios(key.toUpperCase(), out[key])
   }
-  say("W3 vs W1 (4 workers ÷ 1):")
+  if (queueSystems.length > 0) say("W3 vs W1 (4 workers ÷ 1):")
   for (const name of queueSystems) say(`  ${name.padEnd(13)} ${ratio(out.w3[name]?.perS, out.w1[name]?.perS)}`)
-  for (const [key, concurrency] of [["w2seq", 1], ["w2", 64]] as const) {
+  for (const [key, concurrency] of workflowSystems.length === 0 ? [] : [["w2seq", 1], ["w2", 64]] as const) {
     const rows: Array<readonly [string, Figures, string]> = []
     for (const name of workflowSystems) {
       try {
@@ -325,12 +421,51 @@ const main = async () => {
     table(`W2${key === "w2seq" ? " sequential" : " 64 concurrent"}: ${workflows} workflows of 3 steps, started and awaited in one process`, rows)
     ratios(key === "w2seq" ? "W2 sequential" : "W2 concurrent", out[key])
   }
+  const wake: Record<"p50" | "p99", { pg: number | null; sqlite: number | null }> = {
+    p50: { pg: null, sqlite: null },
+    p99: { pg: null, sqlite: null }
+  }
+  if (wakeSystems.length > 0) {
+    say(`\nWake: an idle host (default pollInterval 1 s), ${wakeCount} runs started one at a time, each after ~${wakeGapMs} ms idle; latency from the start's COMMIT (as sent) to the handler's first line`)
+    say(`  ${"system".padEnd(13)} ${"p50 ms".padStart(9)} ${"p99 ms".padStart(9)} ${"max ms".padStart(9)}  starter; p50 (max) of: commit → host's first statement, then → handler; statements`)
+    for (const name of wakeSystems) {
+      const key = name === "baton-pg" ? "pg" : "sqlite"
+      const how = name === "baton-pg" ? "another process (LISTEN/NOTIFY)" : "the host's own process (hand-off)"
+      try {
+        const result = await runWake(name)
+        const p50 = (values: ReadonlyArray<number>) => round(quantile(values, 0.5) ?? NaN, 1)
+        wake.p50[key] = p50(result.total)
+        wake.p99[key] = round(quantile(result.total, 0.99) ?? NaN, 1)
+        say(
+          `  ${name.padEnd(13)} ${cell(wake.p50[key], 9)} ${cell(wake.p99[key], 9)} ${cell(round(Math.max(...result.total), 1), 9)}  ${how}; ${p50(result.reaction)} (${
+            round(Math.max(...result.reaction), 1)
+          }) ms, ${p50(result.work)} (${round(Math.max(...result.work), 1)}) ms; ${p50(result.statements)}`
+        )
+      } catch (error) {
+        failures++
+        say(`  ${name.padEnd(13)} failed: ${error instanceof Error ? error.message : String(error)}`)
+      }
+    }
+  }
   for (const system of Object.values(parents)) await system.close()
   await closePool()
+  let list: ListPage.Figures = { listPageMs: { sqlite: null, pg: null }, listRawMs: { sqlite: null, pg: null } }
+  if (listSystems.length > 0) {
+    say(`\nControl.list page of 50 at ${listRuns.toLocaleString("en-US")} runs against the same keyset SELECT through the raw driver (as \`pnpm bench -- control-list\`):`)
+    try {
+      list = await Effect.runPromise(ListPage.both(
+        { runs: listRuns, iterations: listIterations, say },
+        { sqlite: listSystems.includes("baton-sqlite"), pgUrl: listSystems.includes("baton-pg") ? url : undefined }
+      ))
+    } catch (error) {
+      failures++
+      say(`  failed: ${error instanceof Error ? error.message : String(error)}`)
+    }
+  }
   if (asJson) {
     // The issue's shape: w2's Baton entries carry the write transactions per workflow; `w2` is the
     // 64-concurrent run, `w2seq` the sequential one.
-    say(JSON.stringify({ ...out, wakeP50Ms: null, listPageMs: null, listRawMs: null }))
+    say(JSON.stringify({ ...out, wakeP50Ms: wake.p50, wakeP99Ms: wake.p99, ...list }))
   }
   return failures
 }

@@ -80,10 +80,13 @@ export const matching = (pattern: RegExp): (() => number) => {
   return () => entry.count
 }
 
-const listeners: Array<(statement: string) => void> = []
+const listeners: Array<(statement: string, connection: object) => void> = []
 
-/** Calls `listener` with the text of every statement counted from now on (to see which ones an idle process sends). */
-export const onStatement = (listener: (statement: string) => void): void => {
+/**
+ * Calls `listener` with the text of every statement counted from now on (to see which ones an idle process
+ * sends), and the connection (driver object) it is sent on, as it is sent: before it runs.
+ */
+export const onStatement = (listener: (statement: string, connection: object) => void): void => {
   listeners.push(listener)
 }
 
@@ -97,7 +100,7 @@ const record = (connection: object, text: string, parameterised: boolean) => {
   if (session === undefined) sessions.set(connection, session = { open: false, wrote: false })
   for (const statement of statementsIn(text, parameterised)) {
     totals.statements++
-    for (const listener of listeners) listener(statement)
+    for (const listener of listeners) listener(statement, connection)
     if (/^\s*BEGIN\b/i.test(statement)) {
       totals.transactions++
       session.open = true

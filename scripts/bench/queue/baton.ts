@@ -11,6 +11,9 @@
  *   run it starts itself at once when it has a free slot), then `Flow.await` its outcome.
  * - `countCompleted` / `drivenTwice`: completed runs, and runs driven more than once, the latter from
  *   the journal (`baton.run.driven` entries in `flows_journal_events`).
+ * - `wakeHost` / `wakeStarter` / `startWhileIdle`: the wake measurement: an idle host with the defaults,
+ *   runs started one at a time after idle gaps (by the host's own process, or a client in another), and
+ *   each start's commit time as the driver sees it (`startCommits`).
  */
 import * as Flow from "@baton/node/Flow"
 import * as NodeRuntime from "@baton/node/NodeRuntime"
@@ -145,6 +148,99 @@ export const startAndAwait = (flow: Flow.Flow<{ readonly i: number }, number, ne
     const outcome = yield* Flow.await(handle)
     if (outcome._tag !== "Completed") return yield* Effect.dieMessage(`run ${handle.runId} ended ${outcome._tag}`)
   })
+
+/**
+ * The times (`nowMs`) at which this process sent a start transaction its `COMMIT` (a transaction that
+ * inserted a `control_runs` row), seen at the driver. Sent, not acknowledged: a latency from it includes
+ * the commit itself. Installs the driver counter of the dialect; call it before the runtime opens.
+ */
+export const startCommits = (dialect: "sqlite" | "pg") => {
+  if (dialect === "sqlite") Counter.installSqlite()
+  else Counter.installPg()
+  const inserted = new WeakSet<object>()
+  let last: number | undefined
+  Counter.onStatement((text, connection) => {
+    if (/^\s*INSERT INTO control_runs\s*\(/i.test(text)) inserted.add(connection)
+    else if (/^\s*COMMIT\s*$/i.test(text) && inserted.has(connection)) {
+      inserted.delete(connection)
+      last = nowMs()
+    }
+  })
+  return { last: () => last }
+}
+
+/** Sleep `ms` milliseconds. */
+const pause = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
+
+/** One start of the wake measurement: its run, and when its start's `COMMIT` was sent (NaN if unseen). */
+export interface WakeStart {
+  readonly runId: string
+  readonly committedAtMs: number
+}
+
+/** Start one `bench-noop` run through `runtime` and await it. */
+const startAndAwaitOne = (
+  runtime: ManagedRuntime.ManagedRuntime<NodeRuntime.Provided, NodeRuntime.BuildError>,
+  flow: ReturnType<typeof noopFlow>,
+  commits: ReturnType<typeof startCommits>
+) =>
+(i: number): Promise<WakeStart> =>
+  runtime.runPromise(Effect.gen(function*() {
+    const handle = yield* Flow.start(flow, { i })
+    const committedAtMs = commits.last() ?? NaN
+    yield* Flow.await(handle)
+    return { runId: handle.runId, committedAtMs }
+  }))
+
+/**
+ * The wake measurement's host: a host-mode runtime serving `bench-noop` with the defaults (`maxRuns` 4,
+ * `pollInterval` 1 s, so a run found by the poll alone waits up to a second). `ready` answers once the
+ * host is built and a sweep tick has run; `start(i)` starts one run of it in this process and awaits its
+ * outcome. `sentAt` answers when this process sent each of its statements (ms, in order), so a latency
+ * splits at the host's first statement after the start's commit: its reaction, then the work to the body.
+ */
+export const wakeHost = (target: Target, recorder: Recorder) => {
+  const commits = startCommits(target.filename !== undefined ? "sqlite" : "pg")
+  const flow = noopFlow(recorder)
+  const runtime = ManagedRuntime.make(layerFor(target, { flows: [flow] }))
+  const sentAt: Array<number> = []
+  Counter.onStatement(() => sentAt.push(nowMs()))
+  return {
+    ready: () => runtime.runPromise(Effect.flatMap(NodeRuntime.NodeHost, (host) => host.sweepNow)),
+    start: startAndAwaitOne(runtime, flow, commits),
+    sentAt: () => sentAt,
+    close: () => runtime.dispose()
+  }
+}
+
+/**
+ * The wake measurement's starter in another process: a client-mode runtime that starts one `bench-noop`
+ * run at a time and awaits it; `start(i)` answers its start's commit time.
+ */
+export const wakeStarter = (target: Target) => {
+  const commits = startCommits(target.filename !== undefined ? "sqlite" : "pg")
+  const flow = noopFlow()
+  const runtime = ManagedRuntime.make(layerFor(target, { mode: "client", flows: [flow] }))
+  return {
+    start: startAndAwaitOne(runtime, flow, commits),
+    close: () => runtime.dispose()
+  }
+}
+
+/**
+ * Idle, then start: `count` times, wait `gapMs` (±20 %) so the host has nothing to do, then `start(i)`;
+ * answers each start by index. The first wait is at least 1.5 s, past the host's startup
+ * ticks.
+ */
+export const startWhileIdle = async (count: number, gapMs: number, start: (i: number) => Promise<WakeStart>) => {
+  const committedAt: Array<WakeStart> = new Array(count)
+  await pause(1500)
+  for (let i = 0; i < count; i++) {
+    await pause(gapMs * (0.8 + 0.4 * Math.random()))
+    committedAt[i] = await start(i)
+  }
+  return committedAt
+}
 
 const scratch: Array<string> = []
 

@@ -36,7 +36,8 @@ export type FromWorker =
  * handler (a job run twice appears twice). `cpuMs`: user + system CPU of the process from `go` to
  * `stop` (or over the W2 window). `rssMb`: the process's peak resident set (`maxRSS`).
  * W2 adds the window (`t0Ms` first start call, `t1Ms` last result) and each workflow's start-call
- * time (`availableAt`, by index), and Baton its driver counts over the window.
+ * time (`availableAt`, by index), and Baton its driver counts over the window; the wake measurement
+ * adds `wake`.
  */
 export interface WorkerReport {
   readonly starts: ReadonlyArray<readonly [number, number]>
@@ -46,6 +47,11 @@ export interface WorkerReport {
   readonly t1Ms?: number
   readonly availableAt?: ReadonlyArray<number>
   readonly counts?: { readonly transactions: number; readonly writeTransactions: number; readonly statements: number }
+  /** Wake: when the host process sent each statement (ms, in order), and in `wake-self` its starts, by index. */
+  readonly wake?: {
+    readonly sentAt: ReadonlyArray<number>
+    readonly starts?: ReadonlyArray<{ readonly runId: string; readonly committedAtMs: number }>
+  }
 }
 
 /** Epoch milliseconds, sub-millisecond precision. */

@@ -6,7 +6,14 @@
  *     reports its handler starts, CPU from `go` to `stop` and peak RSS;
  *   worker.ts <system> workflows <target json> <count> <concurrency>
  *     W2: starts and awaits `count` three-step workflows, `concurrency` at once, and reports.
+ *   worker.ts baton-pg|baton-sqlite wake-host <target json>
+ *     an idle Baton host with the defaults: says `ready` past a sweep tick, serves no-op jobs started
+ *     by another process until `stop`, then reports its handler starts and when it sent each statement (`wake`);
+ *   worker.ts baton-pg|baton-sqlite wake-self <target json> <count> <gap ms>
+ *     the same host starts `count` no-op jobs itself, one at a time after an idle `gap ms`, and
+ *     reports its handler starts, its statement times and each start's run and commit time (`wake`).
  */
+import type { WakeStart } from "./baton.js"
 import { makeRecorder, type SystemName, type WorkerSide, cpuMsSince, peakRssMb, receive, send, type Target } from "./common.js"
 
 const [name, mode, targetJson, count, concurrency] = process.argv.slice(2) as [SystemName, string, string, string?, string?]
@@ -29,6 +36,23 @@ const main = async () => {
   const target = JSON.parse(targetJson) as Target
   const side = await load(name)
   const recorder = makeRecorder()
+  if (mode === "wake-host" || mode === "wake-self") {
+    const Baton = await import("./baton.js")
+    const host = Baton.wakeHost(target, recorder)
+    await host.ready()
+    let starts: ReadonlyArray<WakeStart> | undefined
+    if (mode === "wake-self") {
+      starts = await Baton.startWhileIdle(Number(count), Number(concurrency), host.start)
+    } else {
+      const stop = receive("stop")
+      await send({ type: "ready" })
+      await stop
+    }
+    const wake = { sentAt: host.sentAt(), ...(starts === undefined ? {} : { starts }) }
+    await send({ type: "report", report: { starts: recorder.starts, cpuMs: 0, rssMb: peakRssMb(), wake } })
+    await host.close()
+    return
+  }
   if (mode === "workflows") {
     if (side.workflows === undefined) throw new Error(`${name} runs no workflows`)
     const report = await side.workflows(target, recorder, { count: Number(count), concurrency: Number(concurrency) })
