@@ -262,7 +262,14 @@ const claimCandidate = (
               }
             } as JournalEvent.Input,
             owner
-          ).pipe(Effect.ignore)
+          ).pipe(
+            // The takeover stands without its entry; say so rather than losing it quietly.
+            Effect.catchAll((error) =>
+              Effect.logWarning("could not journal baton.run.taken-over; the takeover goes on").pipe(
+                Effect.annotateLogs({ runId, code: error.code })
+              )
+            )
+          )
         }
         yield* core.startDrive(runId, candidate.flowId, "takeover", from ?? null, candidate.queue)
         return
