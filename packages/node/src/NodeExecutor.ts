@@ -29,12 +29,12 @@ import type { HostCore } from "./internal/hostCore.js"
  * @category constructors
  */
 export const host = (core: HostCore): ControlExecutor.Service => ({
-  launch: ({ run }) =>
+  launch: ({ plan, run }) =>
     Effect.gen(function*() {
       if (!core.accepting) return "pending" as const
       const flow = yield* core.flowFor(run.flowId)
       if (flow === undefined || core.capacity() <= 0) return "pending" as const
-      const started = yield* core.startDrive(run.runId, run.flowId, "launch")
+      const started = yield* core.startDrive(run.runId, run.flowId, "launch", null, undefined, { summary: run, plan })
       return started ? "accepted" as const : "pending" as const
     }),
   deliverSignal: (input) => deliverSignal(core, input),

@@ -1,5 +1,6 @@
 /** One drive of a run: claim fence → handler fiber with its heartbeat → settle (node.md 4.4, 5.6). */
 import type * as ControlRuntime from "@baton/control/ControlRuntime"
+import type * as ControlSchema from "@baton/control/ControlSchema"
 import type * as Journal from "@baton/journal/Journal"
 import type * as JournalEvent from "@baton/journal/JournalEvent"
 import type * as OwnerId from "@baton/journal/OwnerId"
@@ -40,6 +41,12 @@ export interface DriveControl {
   /** Set once the drive has its state (after the claim fence was read). */
   state: DriveState | undefined
   handler: Fiber.RuntimeFiber<unknown, unknown> | undefined
+}
+
+/** What the caller already read of a run it hands over (a launch's summary and plan): not read again. */
+export interface DriveKnown {
+  readonly summary: ControlSchema.RunSummary
+  readonly plan: ControlRuntime.StoredPlan
 }
 
 /** How a drive ended. */
@@ -264,13 +271,14 @@ export const drive = (
   control: DriveControl,
   runId: string,
   cause: DriveCause,
-  previousOwner: OwnerId.OwnerId | null
+  previousOwner: OwnerId.OwnerId | null,
+  known?: DriveKnown
 ): Effect.Effect<DriveEnd> =>
   Effect.gen(function*() {
     const fence = yield* env.runtime.claimFence(runId)
     const owner = JSON.parse(fence) as OwnerId.OwnerId
     const row = yield* env.runStore.get(runId)
-    const summary = yield* env.runtime.getRun(runId)
+    const summary = known?.summary ?? (yield* env.runtime.getRun(runId))
     const flow = yield* env.flowFor(summary.flowId)
     const counted = yield* countDrives(env.journal, runId)
     const drives = counted.driven + 1
@@ -287,7 +295,11 @@ export const drive = (
       yield* release(env, { run, fence }, "shutdown")
       return { runId, reason: "shutdown", released: true, lapsed: false } satisfies DriveEnd
     }
-    const plan = summary.planId === undefined ? undefined : yield* env.runtime.getPlan(summary.planId)
+    const plan = summary.planId === undefined
+      ? undefined
+      : known?.plan.card.planId === summary.planId
+      ? known.plan
+      : yield* env.runtime.getPlan(summary.planId)
     const attempts = yield* env.attempts.list(runId)
     const latest = new Map<string, AttemptStore.Attempt>()
     for (const attempt of attempts) {

@@ -13,7 +13,7 @@ import { Clock, Effect, Fiber, FiberSet, Option, PubSub, Queue, type Scope } fro
 import type * as Flow from "../Flow.js"
 import type * as HostIdentity from "../HostIdentity.js"
 import type * as ProcessLiveness from "../ProcessLiveness.js"
-import { drive, type DriveControl, type DriveEnd, type DriveEnv } from "./executorDrive.js"
+import { drive, type DriveControl, type DriveEnd, type DriveEnv, type DriveKnown } from "./executorDrive.js"
 import { markEnd } from "./executorState.js"
 import type { DriveCause } from "./executorTypes.js"
 
@@ -84,7 +84,8 @@ export interface HostCore extends CoreOptions {
     flowId: string,
     cause: DriveCause,
     previousOwner?: OwnerId.OwnerId | null,
-    queue?: string
+    queue?: string,
+    known?: DriveKnown
   ) => Effect.Effect<boolean>
   /** Mark every drive as ending for `reason` and interrupt its handler. */
   readonly interruptAll: (reason: "shutdown") => Effect.Effect<void>
@@ -138,7 +139,7 @@ export const make = (options: CoreOptions): Effect.Effect<HostCore, never, Scope
       wakes,
       flowFor,
       publish,
-      startDrive: (runId, flowId, cause, previousOwner = null, given) =>
+      startDrive: (runId, flowId, cause, previousOwner = null, given, known) =>
         Effect.gen(function*() {
           if (driven.has(runId)) return true
           if (!core.accepting || driven.size >= options.maxRuns) return false
@@ -159,7 +160,7 @@ export const make = (options: CoreOptions): Effect.Effect<HostCore, never, Scope
           const sinceMs = yield* Clock.currentTimeMillis
           const fiber = yield* FiberSet.run(
             fibers,
-            drive(env, control, runId, cause, previousOwner).pipe(
+            drive(env, control, runId, cause, previousOwner, known).pipe(
               Effect.tap((end) =>
                 Effect.gen(function*() {
                   driven.delete(runId)
