@@ -125,6 +125,26 @@ export const emit = (
     Effect.mapError(persistence(`journal ${eventType}`))
   )
 
+/**
+ * Appends one control event (unfenced) on each of `events`' partitions, in order: each a prepared append
+ * of the enclosing write, with no savepoint or key lock of its own. Only for partitions this write creates
+ * (a start's new runs), which no other writer can reach before it commits.
+ */
+export const emitFresh = (
+  facade: Facade,
+  eventType: string,
+  events: ReadonlyArray<{ readonly partition: string; readonly payload: Record<string, unknown> }>
+): Effect.Effect<void, ControlError.PersistenceError> =>
+  Effect.forEach(
+    events,
+    ({ partition, payload }) =>
+      Effect.flatMap(
+        facade.journal.prepareAppend([{ runId: partition, sourceId, eventType, payload }]),
+        (prepared) => prepared.append
+      ),
+    { discard: true }
+  ).pipe(Effect.mapError(persistence(`journal ${eventType}`)))
+
 /** The replay answer a stored receipt stands for. */
 export const replayOf = (receipt: ControlSchema.Receipt, key: string): ControlSchema.Receipt => {
   switch (receipt._tag) {
