@@ -5,12 +5,14 @@
  * run. Rows travel as array parameters on PostgreSQL (`unnest`) and as one JSON parameter on SQLite
  * (`json_each`), so the statement text is the same for every chunk and no bound-parameter limit applies.
  */
+import type * as Journal from "@baton/journal/Journal"
 import type { Fragment } from "@effect/sql/Statement"
 import { Effect } from "effect"
 import { IdempotencyConflict } from "../ControlError.js"
 import type { StartedRun, StartRequest } from "../ControlRuntime.js"
 import type { PlanCard, RunSummary } from "../ControlSchema.js"
 import type { SqlContext } from "./sqlContext.js"
+import { persist } from "./sqlContext.js"
 import { launchedSummary } from "./sqlPlans.js"
 import * as Sequences from "./sqlSequences.js"
 
@@ -144,4 +146,24 @@ export const writeReleased = (
       handed: false,
       key: item.key
     }))
+  })
+
+/** Prepared appends one PostgreSQL statement evaluates (seven parameters each). */
+export const appendChunkSize = 500
+
+/**
+ * Appends prepared journal entries (one run each) in the enclosing write: on PostgreSQL one `SELECT` per
+ * {@link appendChunkSize} evaluates their expressions, each answering its position; on SQLite each is its
+ * own `append` (two statements, the journal's own).
+ */
+export const appendPrepared = (ctx: SqlContext) =>
+(appends: ReadonlyArray<Journal.PreparedAppend>) =>
+  Effect.gen(function*() {
+    if (!ctx.isPostgres) return yield* Effect.forEach(appends, (prepared) => prepared.append, { discard: true })
+    for (let i = 0; i < appends.length; i += appendChunkSize) {
+      const chunk = appends.slice(i, i + appendChunkSize)
+      const columns = chunk.map((prepared, k) => ctx.sql`${prepared.expression} AS ${ctx.sql(`a${k}`)}`)
+      const [row] = yield* ctx.sql<Record<string, unknown>>`SELECT ${ctx.sql.csv(columns)}`.pipe(persist("append journal entries"))
+      yield* Effect.forEach(chunk, (prepared, k) => prepared.appended(row?.[`a${k}`]), { discard: true })
+    }
   })
