@@ -1,7 +1,8 @@
 /**
  * Starts without a plan decision: runs of a flow whose policy needs no approval are written with an
  * approved plan each, in one transaction for the whole batch, and either claimed for the caller's
- * executor or left released in their queue for any host's claim.
+ * executor (run by run) or created released in their queue for any host's claim (the whole batch in a
+ * few multi-row statements, `sqlStartBatch`).
  */
 import { Effect, Option, Schema } from "effect"
 import { ApprovalRequired, ClaimLost, FlowNotFound, IdempotencyConflict, InvalidInput, PersistenceError } from "../ControlError.js"
