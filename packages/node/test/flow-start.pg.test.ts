@@ -81,10 +81,10 @@ describe.skipIf(url === undefined)("Flow.start on PostgreSQL", () => {
         )
         expect(new Set(handles.map((h) => h.runId)).size).toBe(1_000)
         expect(sent.length).toBeLessThanOrEqual(16)
-        const values = yield* Effect.forEach(handles, (h) => Flow.await(h, { timeout: "180 seconds" }), { concurrency: 50 })
+        const values = yield* Effect.forEach(handles, (h) => Flow.await(h, { timeout: "360 seconds" }), { concurrency: 50 })
         expect(values.map((o) => (o._tag === "Completed" ? o.value : -1))).toEqual(handles.map((_, n) => n * n))
       }).pipe(inContext(host))
-    }), 240_000)
+    }), 420_000)
 
   it.scopedLive("a start in a client process wakes an idle host through the work channel, not its sweep", () =>
     Effect.gen(function*() {

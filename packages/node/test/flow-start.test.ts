@@ -197,9 +197,9 @@ describe("Flow.start and Flow.await", () => {
       expect(new Set(handles.map((h) => h.runId)).size).toBe(1_000)
       // The journal's accepted entries apart (two statements per run on SQLite), a dozen or so for the batch.
       expect(sent.filter((text) => !/\bflows_journal_(events|heads)\b/.test(text)).length).toBeLessThanOrEqual(16)
-      const outcomes = yield* Effect.forEach(handles, (h) => Flow.await(h, { timeout: "180 seconds" }), { concurrency: 50 })
+      const outcomes = yield* Effect.forEach(handles, (h) => Flow.await(h, { timeout: "360 seconds" }), { concurrency: 50 })
       expect(outcomes.map((o) => (o._tag === "Completed" ? o.value.doubled : -1))).toEqual(handles.map((_, n) => n * 2))
-    }).pipe(Effect.provide(runtime)), 240_000)
+    }).pipe(Effect.provide(runtime)), 420_000)
 
   it.live("a delayed run waits until it is available", () =>
     Effect.gen(function*() {
