@@ -6,7 +6,8 @@
  * the statements one facade batch sends.
  *
  * SQLite file always; PostgreSQL when BATON_TEST_PG_URL is set (a fresh schema per size, dropped
- * afterwards). Usage: `pnpm bench start-many [-- --json]` (env BATON_BENCH_START_ITERATIONS, default 5;
+ * afterwards). Usage: `pnpm bench start-many [-- --json] [-- --statements]` (`--statements` lists the
+ * statements of one batch by text; env BATON_BENCH_START_ITERATIONS, default 5;
  * BATON_BENCH_START_SIZES, default `1000,5000`). `--json` ends with one line
  * `{"startManyMs":{"sqlite":{"1000":x,"5000":x},"pg":{...}},"rawMs":{...}}` (`pg` null when skipped).
  */
@@ -38,6 +39,7 @@ import type * as Pg from "pg"
 const iterations = Number(process.env["BATON_BENCH_START_ITERATIONS"] ?? "5")
 const sizes = (process.env["BATON_BENCH_START_SIZES"] ?? "1000,5000").split(",").map(Number)
 const json = process.argv.includes("--json")
+const shapes = process.argv.includes("--statements")
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..")
 const requireDriver = createRequire(path.join(repoRoot, "packages", "database", "package.json"))
@@ -173,10 +175,14 @@ const measure = (raw: Raw) =>
         starts.push(t1 - t0)
         raws.push(t2 - t1)
         statements = sent.length
-        if (process.env["SHAPES"] !== undefined && k === 0) {
-          const shapes = new Map<string, number>()
-          for (const t of sent) { const key = t.replace(/\s+/g, " ").slice(0, 90); shapes.set(key, (shapes.get(key) ?? 0) + 1) }
-          for (const [key, c] of [...shapes].sort((a, b) => b[1] - a[1])) process.stdout.write(`${c}\t${key}\n`)
+        if (shapes && k === 0) {
+          const byText = new Map<string, number>()
+          for (const text of sent) {
+            const key = text.replace(/\s+/g, " ").slice(0, 90)
+            byText.set(key, (byText.get(key) ?? 0) + 1)
+          }
+          process.stdout.write(`  statements of one batch of ${size}:\n`)
+          for (const [key, n] of [...byText].sort((a, b) => b[1] - a[1])) process.stdout.write(`  ${String(n).padStart(6)}  ${key}\n`)
         }
       }
       samples.push({ size, startMs: median(starts), rawMs: median(raws), statements })

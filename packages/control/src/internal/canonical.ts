@@ -1,6 +1,7 @@
 /**
  * Canonical JSON, durable-text checks and sha256 (spec §3.1). Shared by the runtime and the facade.
  */
+import { createHash } from "node:crypto"
 import { Effect } from "effect"
 
 const loneSurrogate = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/
@@ -112,8 +113,10 @@ export const tryCanonical = (value: unknown, root = "$"): { readonly ok: true; r
   }
 }
 
-const hex = (bytes: ArrayBuffer) => Array.from(new Uint8Array(bytes), (b) => b.toString(16).padStart(2, "0")).join("")
-
-/** Lowercase hex SHA-256 of the UTF-8 bytes of `text`. */
+/**
+ * Lowercase hex SHA-256 of the UTF-8 bytes of `text`. Hashed in place, as the journal hashes: a start
+ * digests one card per run, and a round trip to the platform's asynchronous digest per card cost more
+ * than the batch's writes.
+ */
 export const sha256 = (text: string): Effect.Effect<string> =>
-  Effect.promise(() => globalThis.crypto.subtle.digest("SHA-256", new TextEncoder().encode(text))).pipe(Effect.map(hex))
+  Effect.sync(() => createHash("sha256").update(text, "utf8").digest("hex"))

@@ -21,9 +21,6 @@ import * as Sequences from "./sqlSequences.js"
 /** The most runs one start writes. */
 export const maxBatch = 10_000
 
-/** Cards of a batch built at once: each digest waits on the platform's hashing, not on the others. */
-const cardConcurrency = 64
-
 /** Why a queue name is refused, or `undefined`. */
 export const queueIssue = (queue: unknown): string | undefined => QueueSql.nameIssue("queue", queue)
 
@@ -199,7 +196,7 @@ export const makeStarts = (
               Effect.map(
                 buildCard(flow, { flowId: flow.flowId, input: item.decoded }, item.decoded, `plan-${planSeqs[i]}`),
                 (card): Batch.Item => ({ ...item, card, runId: `run-${runSeqs[i]}`, createdSeq: runSeqs[i]! })
-              ), { concurrency: cardConcurrency })
+              ))
             const out = yield* Batch.writeReleased(ctx, request, items, at, keyField)
             // Hosts listening on PostgreSQL look for work when this commits (the payload names the schema).
             if (ctx.isPostgres) yield* sql`SELECT pg_notify(${QueueSql.workChannel}, current_schema())`
