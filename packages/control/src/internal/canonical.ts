@@ -113,10 +113,15 @@ export const tryCanonical = (value: unknown, root = "$"): { readonly ok: true; r
   }
 }
 
-/**
- * Lowercase hex SHA-256 of the UTF-8 bytes of `text`. Hashed in place, as the journal hashes: a start
- * digests one card per run, and a round trip to the platform's asynchronous digest per card cost more
- * than the batch's writes.
- */
+const hex = (bytes: ArrayBuffer) => Array.from(new Uint8Array(bytes), (b) => b.toString(16).padStart(2, "0")).join("")
+
+/** Lowercase hex SHA-256 of the UTF-8 bytes of `text`. */
 export const sha256 = (text: string): Effect.Effect<string> =>
+  Effect.promise(() => globalThis.crypto.subtle.digest("SHA-256", new TextEncoder().encode(text))).pipe(Effect.map(hex))
+
+/**
+ * {@link sha256} hashed in place (as the journal hashes), never yielding: for a batch that digests one card
+ * per run, where a round trip to the platform's asynchronous digest per card cost more than the writes.
+ */
+export const sha256InPlace = (text: string): Effect.Effect<string> =>
   Effect.sync(() => createHash("sha256").update(text, "utf8").digest("hex"))

@@ -8,7 +8,7 @@ import { Effect, Option, Schema } from "effect"
 import { ApprovalRequired, ClaimLost, FlowNotFound, IdempotencyConflict, InvalidInput, PersistenceError } from "../ControlError.js"
 import type { Queueing, RunResult, StartedRun, StartRequest, StoredPlan } from "../ControlRuntime.js"
 import type { PlanCard, RunSummary } from "../ControlSchema.js"
-import { isDurableTextOfLength, sha256, tryCanonical } from "./canonical.js"
+import { isDurableTextOfLength, sha256, sha256InPlace, tryCanonical } from "./canonical.js"
 import { buildCard, decodeInput } from "./runtimePlanning.js"
 import type { SqlContext } from "./sqlContext.js"
 import { persist } from "./sqlContext.js"
@@ -194,7 +194,7 @@ export const makeStarts = (
           if (!hand) {
             const items = yield* Effect.forEach(fresh, (item, i) =>
               Effect.map(
-                buildCard(flow, { flowId: flow.flowId, input: item.decoded }, item.decoded, `plan-${planSeqs[i]}`),
+                buildCard(flow, { flowId: flow.flowId, input: item.decoded }, item.decoded, `plan-${planSeqs[i]}`, sha256InPlace),
                 (card): Batch.Item => ({ ...item, card, runId: `run-${runSeqs[i]}`, createdSeq: runSeqs[i]! })
               ))
             const out = yield* Batch.writeReleased(ctx, request, items, at, keyField)
