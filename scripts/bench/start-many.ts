@@ -12,18 +12,9 @@
  * `{"startManyMs":{"sqlite":{"1000":x,"5000":x},"pg":{...}},"rawMs":{...}}` (`pg` null when skipped).
  */
 import * as Control from "@baton/control/Control"
-import type * as ControlRuntime from "@baton/control/ControlRuntime"
-import * as ControlMigrations from "@baton/control/Migrations"
-import * as SqlControlRuntime from "@baton/control/SqlControlRuntime"
 import type * as DurableWriter from "@baton/database/DurableWriter"
-import * as DatabaseMigrations from "@baton/database/Migrations"
 import * as SqliteDatabase from "@baton/database/SqliteDatabase"
 import * as TestDatabase from "@baton/database/TestDatabase"
-import * as JournalMigrations from "@baton/journal/Migrations"
-import * as SqlJournal from "@baton/journal/SqlJournal"
-import * as RunStoreMigrations from "@baton/run-store/Migrations"
-import * as RunStore from "@baton/run-store/RunStore"
-import * as SqlConsensus from "@baton/run-store/SqlConsensus"
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as Statement from "@effect/sql/Statement"
 import type BetterSqlite3 from "better-sqlite3"
@@ -35,6 +26,7 @@ import * as path from "node:path"
 import { performance } from "node:perf_hooks"
 import { fileURLToPath } from "node:url"
 import type * as Pg from "pg"
+import { benchFlow, controlStack } from "../lib/controlStack.js"
 
 const iterations = Number(process.env["BATON_BENCH_START_ITERATIONS"] ?? "5")
 const sizes = (process.env["BATON_BENCH_START_SIZES"] ?? "1000,5000").split(",").map(Number)
@@ -44,26 +36,9 @@ const shapes = process.argv.includes("--statements")
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..")
 const requireDriver = createRequire(path.join(repoRoot, "packages", "database", "package.json"))
 
-const flow: ControlRuntime.DurableFlow = {
-  flowId: "bench",
-  description: "a started flow",
-  deployClass: false,
-  envelope: { capabilities: [], flows: [], budget: {} },
-  executionDigest: "d1"
-}
+const flow = benchFlow("a started flow")
 
-const stack = <E>(database: Layer.Layer<SqlClient.SqlClient | DurableWriter.DurableWriter, E>) => {
-  const migrated = Layer.provideMerge(
-    Layer.orDie(DatabaseMigrations.layer([JournalMigrations.set, RunStoreMigrations.set, ControlMigrations.set])),
-    Layer.orDie(database)
-  )
-  const stores = Layer.provideMerge(
-    Layer.mergeAll(Layer.orDie(SqlJournal.layerWith()), RunStore.layerWith),
-    Layer.provideMerge(SqlConsensus.layer, migrated)
-  )
-  const runtime = Layer.provideMerge(Layer.orDie(SqlControlRuntime.layer({ flows: [flow] })), stores)
-  return Layer.provideMerge(Control.layer, runtime)
-}
+const stack = <E>(database: Layer.Layer<SqlClient.SqlClient | DurableWriter.DurableWriter, E>) => controlStack([flow], database)
 
 const median = (values: ReadonlyArray<number>) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!
 
