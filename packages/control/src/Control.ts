@@ -19,7 +19,7 @@ import { admit, admitId, keyRule, reasonRule, requireKey } from "./internal/faca
 import { displayCard } from "./internal/facadeDisplay.js"
 import * as Inputs from "./internal/facadeInputs.js"
 import { list as listImpl } from "./internal/facadeList.js"
-import { emit, keyed, mutate, persistence, transact } from "./internal/facadeMutation.js"
+import { emit, emitFresh, keyed, mutate, persistence, transact } from "./internal/facadeMutation.js"
 import * as Runs from "./internal/facadeRuns.js"
 
 /**
@@ -829,16 +829,20 @@ export const make: Effect.Effect<Service, never, ControlRuntime.ControlRuntime |
               // a batch, or a run started by a client, waits for the claim of hosts with room.
               hand: executor?.wake !== undefined && !many
             })
-            for (const started of runs) {
-              if (!started.created) continue
-              yield* emit(host, started.run.runId, "control.run.accepted", {
-                runId: started.run.runId,
-                planId: started.plan.card.planId,
-                digest: started.plan.card.digest,
-                status: started.run.status,
-                start: true
-              })
-            }
+            yield* emitFresh(
+              host,
+              "control.run.accepted",
+              runs.filter((started) => started.created).map((started) => ({
+                partition: started.run.runId,
+                payload: {
+                  runId: started.run.runId,
+                  planId: started.plan.card.planId,
+                  digest: started.plan.card.digest,
+                  status: started.run.status,
+                  start: true
+                }
+              }))
+            )
             return runs
           }),
           `start:${globalThis.crypto.randomUUID()}`

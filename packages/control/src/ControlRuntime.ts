@@ -616,10 +616,17 @@ export type OwnershipError = RunNotFound | ClaimLost | PersistenceError
  * `readable: false` with that `issue`, and `getRun` answers a foreign run the same way. A run's status
  * is its row's when its stored summary is out of step (a run settled through the run store).
  *
+ * `appendPrepared` (optional, since 0.2.0): appends journal entries prepared by `Journal.prepareAppend`
+ * (one run each) inside the caller's write, as few statements as the database allows (PostgreSQL: one
+ * per 500 runs; SQLite: each its own `append`); a runtime without it leaves the caller to append each.
+ *
  * @since 0.1.0
  * @category models
  */
 export interface Service {
+  readonly appendPrepared?:
+    | ((appends: ReadonlyArray<Journal.PreparedAppend>) => Effect.Effect<void, Journal.JournalError | PersistenceError>)
+    | undefined
   readonly authorizeApproval: (request: AuthorizationRequest) => Effect.Effect<void, Unauthorized | PersistenceError>
   readonly plan: (input: PlanInput) => Effect.Effect<PlanOutcome, FlowNotFound | InvalidInput | PersistenceError>
   readonly getPlan: (planId: string) => Effect.Effect<StoredPlan, PlanNotFound | PersistenceError>

@@ -21,6 +21,7 @@ import { makeListing } from "./internal/sqlListing.js"
 import { makeOwnership } from "./internal/sqlOwnership.js"
 import { makePlans } from "./internal/sqlPlans.js"
 import { readProjected } from "./internal/sqlProjection.js"
+import * as Batch from "./internal/sqlStartBatch.js"
 import { makeStarts } from "./internal/sqlStarts.js"
 import { makeSignals } from "./internal/sqlSignals.js"
 import * as Migrations from "./Migrations.js"
@@ -94,6 +95,7 @@ export const make = (
       resolveApproval: approvals.resolveApproval,
       launch: plans.launch,
       start: starts.start,
+      appendPrepared: Batch.appendPrepared(ctx),
       getRun,
       runResult: starts.runResult,
       queueing: starts.queueing,

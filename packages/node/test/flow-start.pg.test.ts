@@ -5,6 +5,7 @@ import { describe, expect, it } from "@effect/vitest"
 import * as TestDatabase from "@baton/database/TestDatabase"
 import * as Control from "@baton/control/Control"
 import * as SqlClient from "@effect/sql/SqlClient"
+import * as Statement from "@effect/sql/Statement"
 import { type Context, Effect, Layer, Schema } from "effect"
 import * as Flow from "../src/Flow.js"
 import * as NodeRuntime from "../src/NodeRuntime.js"
@@ -62,6 +63,28 @@ describe.skipIf(url === undefined)("Flow.start on PostgreSQL", () => {
         expect(summary.result).toBe(9)
       }).pipe(inContext(host))
     }), 180_000)
+
+  it.scopedLive("startMany of 1,000 runs is a dozen statements or so, and the host completes every one", () =>
+    Effect.gen(function*() {
+      const schema = yield* PgSchema.throwaway(url!)
+      const host = yield* Layer.build(
+        NodeRuntime.layerPg({ url: url!, schema, flows: [square], pollInterval: "100 millis", hostId: "pg-many" })
+      )
+      yield* Effect.gen(function*() {
+        const sent: Array<string> = []
+        const handles = yield* Statement.withTransformer(
+          Flow.startMany(square, Array.from({ length: 1_000 }, (_, n) => ({ n }))),
+          (self) => {
+            sent.push(self.compile()[0])
+            return Effect.succeed(self)
+          }
+        )
+        expect(new Set(handles.map((h) => h.runId)).size).toBe(1_000)
+        expect(sent.length).toBeLessThanOrEqual(16)
+        const values = yield* Effect.forEach(handles, (h) => Flow.await(h, { timeout: "360 seconds" }), { concurrency: 50 })
+        expect(values.map((o) => (o._tag === "Completed" ? o.value : -1))).toEqual(handles.map((_, n) => n * n))
+      }).pipe(inContext(host))
+    }), 420_000)
 
   it.scopedLive("a start in a client process wakes an idle host through the work channel, not its sweep", () =>
     Effect.gen(function*() {

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import * as Control from "@baton/control/Control"
 import * as SqlClient from "@effect/sql/SqlClient"
+import * as Statement from "@effect/sql/Statement"
 import { Duration, Effect, Option, Schedule, Schema } from "effect"
 import * as Flow from "../src/Flow.js"
 import * as NodeRuntime from "../src/NodeRuntime.js"
@@ -182,6 +183,23 @@ describe("Flow.start and Flow.await", () => {
       const outcomes = yield* Effect.forEach(handles, (h) => Flow.await(h, { timeout: "30 seconds" }), { concurrency: 20 })
       expect(outcomes.map((o) => (o._tag === "Completed" ? o.value.doubled : -1))).toEqual(handles.map((_, n) => n * 2))
     }).pipe(Effect.provide(runtime)), 60_000)
+
+  it.live("startMany of 1,000 runs writes them in a few statements per chunk and a host completes every one", () =>
+    Effect.gen(function*() {
+      const sent: Array<string> = []
+      const handles = yield* Statement.withTransformer(
+        Flow.startMany(double, Array.from({ length: 1_000 }, (_, n) => ({ n }))),
+        (self) => {
+          sent.push(self.compile()[0])
+          return Effect.succeed(self)
+        }
+      )
+      expect(new Set(handles.map((h) => h.runId)).size).toBe(1_000)
+      // The journal's accepted entries apart (two statements per run on SQLite), a dozen or so for the batch.
+      expect(sent.filter((text) => !/\bflows_journal_(events|heads)\b/.test(text)).length).toBeLessThanOrEqual(16)
+      const outcomes = yield* Effect.forEach(handles, (h) => Flow.await(h, { timeout: "360 seconds" }), { concurrency: 50 })
+      expect(outcomes.map((o) => (o._tag === "Completed" ? o.value.doubled : -1))).toEqual(handles.map((_, n) => n * 2))
+    }).pipe(Effect.provide(runtime)), 420_000)
 
   it.live("a delayed run waits until it is available", () =>
     Effect.gen(function*() {

@@ -17,6 +17,7 @@ import type * as SqlClient from "@effect/sql/SqlClient"
 import { Context, Effect, Layer } from "effect"
 import * as model from "./internal/model.js"
 import * as Heartbeats from "./internal/store/heartbeats.js"
+import * as Released from "./internal/store/released.js"
 import * as Store from "./internal/store/make.js"
 import * as SqlConsensus from "./SqlConsensus.js"
 
@@ -123,6 +124,31 @@ export type RunRow = model.RunRow
  * @category models
  */
 export type CreateOptions = model.CreateOptions
+
+/**
+ * One run for `createReleased`: its id, its state JSON and `create`'s options.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export type ReleasedRun = model.ReleasedRun
+
+/**
+ * Most runs one `createReleased` statement writes (1,000): longer lists are split into chunks of
+ * this size, one `INSERT` each, all in one write.
+ *
+ * @since 0.2.0
+ * @category constants
+ */
+export const createReleasedChunkSize: number = Released.chunkSize
+
+/**
+ * Most runs one `createReleased` call accepts (10,000).
+ *
+ * @since 0.2.0
+ * @category constants
+ */
+export const createReleasedMaxRuns: number = Released.maxRuns
 
 /**
  * A predicate `transitionOwned` checks in its own transaction: `cancelRequested`
@@ -283,6 +309,17 @@ export const ownershipEventType: (transition: OwnershipTransition) => string = m
  * Duplicate ids (or leases) are allowed and renewed once; an empty list sends nothing. Bad input
  * fails `invalid_run` naming the field (`runIds[3]`, `leases[2].owner.pid`, `owner`, `nowMs`).
  *
+ * Batched creation (`@since 0.2.0`): `createReleased(runs)` creates every listed run in one write,
+ * already released (status `suspended`, no owner and no claim, `startedAtMs` = `createdAtMs`, from
+ * Effect's `Clock`): the row `create`, `claimAndOwn` and `transitionOwned(…, "suspended", state)`
+ * leave, without the ownership facts of an owner that never ran it (its first claim states `claimed`
+ * and `activated`). Each chunk of {@link createReleasedChunkSize} runs is one multi-row `INSERT` (SQLite:
+ * plus one read of the next `row_seq`); inside a caller's write it joins that write. All or none: an id
+ * that already has a row fails `constraint` naming it; bad input fails `invalid_run` naming
+ * `runs[i].<field>` (`runs[2].runId`, `runs[0].options.parentRunId`; an id repeated in the list
+ * too), more than {@link createReleasedMaxRuns} runs fail naming `runs`; nothing is written. An empty
+ * list sends nothing.
+ *
  * @since 0.1.0
  * @category models
  */
@@ -314,7 +351,7 @@ const noStore = (method: string) =>
   )
 
 /**
- * A store for environments without persistence: reads and `create` fail
+ * A store for environments without persistence: reads, `create` and `createReleased` fail
  * `persistence_failed`; compare-and-swap methods answer `NotFound` (the batched
  * heartbeats `NotFound` for every run); `activate` and
  * `abandonClaim` answer `ClaimLost`; `acknowledgeCancel` answers `false`.
@@ -327,6 +364,7 @@ export const makeNoop = (overrides?: Partial<Service>): Service => {
   const claimLost = Effect.succeed({ _tag: "ClaimLost" } as const)
   return Object.freeze({
     create: () => noStore("create"),
+    createReleased: () => noStore("createReleased"),
     get: () => noStore("get"),
     lineage: () => noStore("lineage"),
     latestRound: () => noStore("latestRound"),

@@ -7,18 +7,9 @@
  * and the facade's statements per page, and print them as they go.
  */
 import * as Control from "@baton/control/Control"
-import * as ControlMigrations from "@baton/control/Migrations"
-import type * as ControlRuntime from "@baton/control/ControlRuntime"
-import * as SqlControlRuntime from "@baton/control/SqlControlRuntime"
 import type * as DurableWriter from "@baton/database/DurableWriter"
-import * as DatabaseMigrations from "@baton/database/Migrations"
 import * as SqliteDatabase from "@baton/database/SqliteDatabase"
 import * as TestDatabase from "@baton/database/TestDatabase"
-import * as JournalMigrations from "@baton/journal/Migrations"
-import * as SqlJournal from "@baton/journal/SqlJournal"
-import * as RunStoreMigrations from "@baton/run-store/Migrations"
-import * as RunStore from "@baton/run-store/RunStore"
-import * as SqlConsensus from "@baton/run-store/SqlConsensus"
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as Statement from "@effect/sql/Statement"
 import type BetterSqlite3 from "better-sqlite3"
@@ -30,6 +21,7 @@ import * as path from "node:path"
 import { performance } from "node:perf_hooks"
 import { fileURLToPath } from "node:url"
 import type * as Pg from "pg"
+import { benchFlow, controlStack } from "../../lib/controlStack.js"
 
 const warmup = 30
 const pageSize = 50
@@ -39,26 +31,9 @@ const chunk = 100_000
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../..")
 const requireDriver = createRequire(path.join(repoRoot, "packages", "database", "package.json"))
 
-const flow: ControlRuntime.DurableFlow = {
-  flowId: "bench",
-  description: "a listed flow",
-  deployClass: false,
-  envelope: { capabilities: [], flows: [], budget: {} },
-  executionDigest: "d1"
-}
+const flow = benchFlow("a listed flow")
 
-const stack = <E>(database: Layer.Layer<SqlClient.SqlClient | DurableWriter.DurableWriter, E>) => {
-  const migrated = Layer.provideMerge(
-    Layer.orDie(DatabaseMigrations.layer([JournalMigrations.set, RunStoreMigrations.set, ControlMigrations.set])),
-    Layer.orDie(database)
-  )
-  const stores = Layer.provideMerge(
-    Layer.mergeAll(Layer.orDie(SqlJournal.layerWith()), RunStore.layerWith),
-    Layer.provideMerge(SqlConsensus.layer, migrated)
-  )
-  const runtime = Layer.provideMerge(Layer.orDie(SqlControlRuntime.layer({ flows: [flow] })), stores)
-  return Layer.provideMerge(Control.layer, runtime)
-}
+const stack = <E>(database: Layer.Layer<SqlClient.SqlClient | DurableWriter.DurableWriter, E>) => controlStack([flow], database)
 
 /** The page's keyset SELECT as a raw driver sends it: the columns a run listing reads, 50 rows + 1. */
 const rawSelect = (placeholder: string) =>

@@ -125,6 +125,27 @@ export const emit = (
     Effect.mapError(persistence(`journal ${eventType}`))
   )
 
+/**
+ * Appends one control event (unfenced) on each of `events`' partitions, in order: prepared appends of the
+ * enclosing write (through the runtime's `appendPrepared` when it has one), with no savepoint or key
+ * lock of their own. Only for partitions this write creates
+ * (a start's new runs), which no other writer can reach before it commits.
+ */
+export const emitFresh = (
+  facade: Facade,
+  eventType: string,
+  events: ReadonlyArray<{ readonly partition: string; readonly payload: Record<string, unknown> }>
+): Effect.Effect<void, ControlError.PersistenceError> =>
+  Effect.gen(function*() {
+    const prepared = yield* Effect.forEach(
+      events,
+      ({ partition, payload }) => facade.journal.prepareAppend([{ runId: partition, sourceId, eventType, payload }])
+    )
+    const appendAll = facade.runtime.appendPrepared
+    if (appendAll !== undefined) return yield* appendAll(prepared)
+    yield* Effect.forEach(prepared, (p) => p.append, { discard: true })
+  }).pipe(Effect.mapError((error) => error._tag === "PersistenceError" ? error : persistence(`journal ${eventType}`)(error)))
+
 /** The replay answer a stored receipt stands for. */
 export const replayOf = (receipt: ControlSchema.Receipt, key: string): ControlSchema.Receipt => {
   switch (receipt._tag) {

@@ -86,12 +86,16 @@ const overlayBudget = (base: Budget, overlay: Budget | undefined): Budget => {
 /** The plan's key: the caller's idempotency key when given. */
 export const approvalKey = (input: PlanInput, planId: string) => input.idempotencyKey ?? `approve:${planId}`
 
-/** Build the immutable card for `planId` (digest binds input, envelope, deploy class, code and handoff). */
+/**
+ * Build the immutable card for `planId` (digest binds input, envelope, deploy class, code and handoff);
+ * `digestOf` is the hash: `sha256` unless a batch hashes in place.
+ */
 export const buildCard = (
   flow: DurableFlow,
   input: PlanInput,
   decoded: unknown,
-  planId: string
+  planId: string,
+  digestOf: (text: string) => Effect.Effect<string> = sha256
 ): Effect.Effect<PlanCard, InvalidInput> =>
   Effect.gen(function*() {
     const hook = flow.plan === undefined ? undefined : yield* flow.plan(decoded, planId)
@@ -107,7 +111,7 @@ export const buildCard = (
     if (!bound.ok) return yield* Effect.fail(new InvalidInput({ issue: bound.issue }))
     const summary = tryCanonical(decoded, "input")
     if (!summary.ok) return yield* Effect.fail(new InvalidInput({ issue: summary.issue }))
-    const digest = yield* sha256(bound.text)
+    const digest = yield* digestOf(bound.text)
     const card: PlanCard = {
       planId,
       flowId: flow.flowId,

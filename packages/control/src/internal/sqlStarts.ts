@@ -1,19 +1,21 @@
 /**
  * Starts without a plan decision: runs of a flow whose policy needs no approval are written with an
  * approved plan each, in one transaction for the whole batch, and either claimed for the caller's
- * executor or left released in their queue for any host's claim.
+ * executor (run by run) or created released in their queue for any host's claim (the whole batch in a
+ * few multi-row statements, `sqlStartBatch`).
  */
 import { Effect, Option, Schema } from "effect"
 import { ApprovalRequired, ClaimLost, FlowNotFound, IdempotencyConflict, InvalidInput, PersistenceError } from "../ControlError.js"
 import type { Queueing, RunResult, StartedRun, StartRequest, StoredPlan } from "../ControlRuntime.js"
 import type { PlanCard, RunSummary } from "../ControlSchema.js"
-import { isDurableTextOfLength, sha256, tryCanonical } from "./canonical.js"
+import { isDurableTextOfLength, sha256, sha256InPlace, tryCanonical } from "./canonical.js"
 import { buildCard, decodeInput } from "./runtimePlanning.js"
 import type { SqlContext } from "./sqlContext.js"
 import { persist } from "./sqlContext.js"
 import { launchedSummary } from "./sqlPlans.js"
 import { parseJson } from "./sqlProjection.js"
 import * as QueueSql from "./queueSql.js"
+import * as Batch from "./sqlStartBatch.js"
 import * as Sequences from "./sqlSequences.js"
 
 /** The most runs one start writes. */
@@ -80,11 +82,6 @@ const RetryPolicySchema = Schema.Struct({
   maxDelayMs: Schema.Int,
   jitter: Schema.Boolean
 })
-
-/** A concurrent start with the same key and input committed first: start again to answer its run. */
-class Raced {
-  readonly _tag = "Raced"
-}
 
 interface Admitted {
   readonly index: number
@@ -194,6 +191,17 @@ export const makeStarts = (
             Sequences.nextMany(ctx, "run", fresh.length)
           ]))
           const at = yield* ctx.now
+          if (!hand) {
+            const items = yield* Effect.forEach(fresh, (item, i) =>
+              Effect.map(
+                buildCard(flow, { flowId: flow.flowId, input: item.decoded }, item.decoded, `plan-${planSeqs[i]}`, sha256InPlace),
+                (card): Batch.Item => ({ ...item, card, runId: `run-${runSeqs[i]}`, createdSeq: runSeqs[i]! })
+              ))
+            const out = yield* Batch.writeReleased(ctx, request, items, at, keyField)
+            // Hosts listening on PostgreSQL look for work when this commits (the payload names the schema).
+            if (ctx.isPostgres) yield* sql`SELECT pg_notify(${QueueSql.workChannel}, current_schema())`
+            return out
+          }
           const out: Array<StartedRun & { readonly key: string | undefined }> = []
           for (let i = 0; i < fresh.length; i++) {
             const item = fresh[i]!
@@ -217,7 +225,7 @@ export const makeStarts = (
                 if (holder !== undefined && holder.fingerprint !== item.fingerprint) {
                   return yield* Effect.fail(new IdempotencyConflict({ field: keyField(item.index) }))
                 }
-                return yield* Effect.fail(new Raced())
+                return yield* Effect.fail(new Batch.Raced())
               }
             }
             const claimant = yield* ctx.claimant
@@ -231,26 +239,17 @@ export const makeStarts = (
                 available_at_ms, retry_json, attempt)
               VALUES (${runId}, ${runSeqs[i]!}, ${request.principal.id}, ${request.principal.kind}, ${request.queue},
                 ${request.priority}, ${Math.max(request.availableAtMs, at)}, ${retryJson}, 1)`
+            // Handed: the caller's executor drives the run under this claim at once.
             const owned = yield* ctx.store.claimAndOwn(runId, { status: "pending", owner: null, heartbeatAtMs: null }, claimant, at)
             if (owned._tag !== "Activated") return yield* Effect.fail(new ClaimLost({ runId, reason: owned._tag }))
-            let run: RunSummary = summary
-            if (!hand) {
-              // Released at once: the run waits in its queue for any host's claim.
-              const { ownerId: _owner, ...released } = summary
-              const moved = yield* ctx.store.transitionOwned(runId, claimant, "suspended", JSON.stringify(released))
-              if (moved._tag !== "Transitioned") return yield* Effect.fail(new ClaimLost({ runId, reason: moved._tag }))
-              run = released
-            }
             out.push({
-              run: { ...run, launchedBy: { id: request.principal.id, kind: request.principal.kind } },
+              run: { ...summary, launchedBy: { id: request.principal.id, kind: request.principal.kind } },
               plan: { card, decodedInput: item.decoded, decision: "approved" },
               created: true,
-              handed: hand,
+              handed: true,
               key: item.key
             })
           }
-          // Hosts listening on PostgreSQL look for work when this commits (the payload names the schema).
-          if (ctx.isPostgres && !hand) yield* sql`SELECT pg_notify(${QueueSql.workChannel}, current_schema())`
           return out
         })
       )
@@ -268,8 +267,8 @@ export const makeStarts = (
   const start = (request: StartRequest) =>
     attempt(request).pipe(
       // Once: the racing start has committed by now, so its key is read on the second pass.
-      Effect.catchIf((e): e is Raced => e instanceof Raced, () => attempt(request)),
-      Effect.catchIf((e): e is Raced => e instanceof Raced, () =>
+      Effect.catchIf((e): e is Batch.Raced => e instanceof Batch.Raced, () => attempt(request)),
+      Effect.catchIf((e): e is Batch.Raced => e instanceof Batch.Raced, () =>
         Effect.fail(new PersistenceError({ operation: "start runs", message: "an idempotency key kept racing" }))),
       Effect.catchTag("RunNotFound", (e) =>
         Effect.fail(new PersistenceError({ operation: "start runs", message: `start key names run ${e.runId}, which is absent` })))

@@ -124,8 +124,16 @@ export type OwnershipTransition = Schema.Schema.Type<typeof OwnershipTransition>
 export const companionStream = "run-store" as const
 export const ownershipEventType = (transition: OwnershipTransition): string => `flows.consensus.${transition}`
 
+/** One run for `createReleased`. */
+export interface ReleasedRun {
+  readonly runId: string
+  readonly stateJson: string
+  readonly options?: CreateOptions | undefined
+}
+
 export interface Service {
   readonly create: (runId: string, stateJson: string, options?: CreateOptions) => Effect.Effect<void, RunStoreError>
+  readonly createReleased: (runs: ReadonlyArray<ReleasedRun>) => Effect.Effect<void, RunStoreError>
   readonly get: (runId: string) => Effect.Effect<RunRow, RunStoreError>
   readonly lineage: (runId: string) => Effect.Effect<ReadonlyArray<RunRow>, RunStoreError>
   readonly latestRound: (runId: string) => Effect.Effect<RunRow, RunStoreError>

@@ -9,11 +9,13 @@ import * as Context from "./context.js"
 import * as Heartbeats from "./heartbeats.js"
 import * as Lease from "./lease.js"
 import * as Reads from "./reads.js"
+import * as Released from "./released.js"
 
 export const make = Effect.map(Context.make, (ctx): Service => {
   const lease = Lease.make(ctx)
   return Object.freeze({
     ...Reads.make(ctx),
+    ...Released.make(ctx),
     ...Cancel.make(ctx),
     ...Claims.make(ctx),
     ...lease,
