@@ -12,9 +12,9 @@ import * as Journal from "@baton/journal/Journal"
 import type * as FileSystem from "@effect/platform/FileSystem"
 import type * as Path from "@effect/platform/Path"
 import type * as SqlClient from "@effect/sql/SqlClient"
-import { Chunk, Clock, Data, Duration, Effect, Option, ParseResult, Queue, Schedule, Schema } from "effect"
+import { Chunk, Clock, Data, Duration, Effect, Option, Queue, Schedule, Schema } from "effect"
 import * as crypto from "node:crypto"
-import { isJson } from "./internal/executorJson.js"
+import { isJson, jsonIssue, parseIssue, withoutUndefined } from "./internal/executorJson.js"
 import type { Run } from "./Run.js"
 
 /**
@@ -161,21 +161,7 @@ const wellFormed = (value: string): boolean => {
 export const codeIdentity = (flow: Any): string =>
   flow.version ?? `src:${crypto.createHash("sha256").update(Function.prototype.toString.call(flow.handler)).digest("hex")}`
 
-/**
- * The first issue of a parse error as `<root>.<path>: <rule>`, without the value that broke it (an
- * input may hold anything, and error messages are logged).
- */
-const issueOf = (root: string, error: ParseResult.ParseError): string => {
-  const [first] = ParseResult.ArrayFormatter.formatErrorSync(error)
-  if (first === undefined) return `${root}: is not valid`
-  const path = first.path.map((key) => typeof key === "number" ? `[${key}]` : `.${String(key)}`).join("")
-  const rule = first._tag === "Missing"
-    ? "is required"
-    : first._tag === "Unexpected"
-    ? "is not an allowed member"
-    : first.message.replace(/,?\s*actual[\s\S]*$/, "").replace(/^Expected /, "must be ")
-  return `${root}${path}: ${rule}`
-}
+const issueOf = parseIssue
 
 /**
  * Decode a run input with the flow's schema, then encode it back: control stores the encoded
@@ -188,9 +174,10 @@ export const normalizeInput = (flow: Any, input: unknown): Effect.Effect<unknown
   Schema.decodeUnknown(flow.input)(input).pipe(
     Effect.flatMap(Schema.encode(flow.input)),
     Effect.mapError((error) => new ControlError.InvalidInput({ issue: issueOf("input", error) })),
+    Effect.map(withoutUndefined),
     Effect.filterOrFail(
       (encoded) => isJson(encoded),
-      () => new ControlError.InvalidInput({ issue: "input: encodes to a value that is not JSON" })
+      (encoded) => new ControlError.InvalidInput({ issue: jsonIssue(encoded, "input") ?? "input: is not JSON" })
     )
   )
 
@@ -406,7 +393,12 @@ const availableAtOf = (options: StartOptions | undefined): Effect.Effect<number 
 /** Encode a typed input with the flow's schema: control decodes the encoded form. */
 const encodeInput = <I>(flow: Flow<I, any, any>, input: I, field: string) =>
   Schema.encode(flow.input)(input).pipe(
-    Effect.mapError((error) => new ControlError.InvalidInput({ issue: issueOf(field, error) }))
+    Effect.mapError((error) => new ControlError.InvalidInput({ issue: issueOf(field, error) })),
+    Effect.map(withoutUndefined),
+    Effect.filterOrFail(
+      (encoded) => isJson(encoded),
+      (encoded) => new ControlError.InvalidInput({ issue: jsonIssue(encoded, field) ?? `${field}: is not JSON` })
+    )
   )
 
 const startOptions = (flow: Any, options: StartOptions | undefined) =>
@@ -471,6 +463,14 @@ export const startMany = <I, A, E>(
 ): Effect.Effect<ReadonlyArray<Handle<A, E>>, Control.StartError, Control.Control> =>
   Effect.gen(function*() {
     const control = yield* Control.Control
+    if (inputs === null || typeof inputs !== "object" || typeof (inputs as any)[Symbol.iterator] !== "function") {
+      return yield* new ControlError.InvalidInput({ issue: "inputs: must be an iterable of inputs" })
+    }
+    if (options !== undefined && (options as { readonly idempotencyKey?: unknown }).idempotencyKey !== undefined) {
+      return yield* new ControlError.InvalidInput({
+        issue: "idempotencyKey: is not accepted by startMany; give idempotencyKeys, one per input"
+      })
+    }
     const list = Array.from(inputs)
     const encoded = yield* Effect.forEach(list, (input, i) => encodeInput(flow, input, `inputs[${i}]`))
     const started = yield* control.startMany({
@@ -519,10 +519,23 @@ const outcomeOf = <A, E>(
     return Outcome.Failed({ runId, error: recorded })
   })
 
+/** A finite duration option of at least `minMs` milliseconds, or `InvalidInput` naming it. */
+const durationOption = (field: string, input: unknown, minMs: number): Effect.Effect<number, ControlError.InvalidInput> => {
+  // A negative number or text decodes to a zero Duration: refused before it is decoded.
+  const negative = (typeof input === "number" && !(input >= 0)) || (typeof input === "bigint" && input < 0n) ||
+    (typeof input === "string" && input.trim().startsWith("-"))
+  const decoded = negative ? Option.none() : Duration.decodeUnknown(input)
+  const ms = Option.isSome(decoded) && Duration.isFinite(decoded.value) ? Duration.toMillis(decoded.value) : Number.NaN
+  return Number.isFinite(ms) && ms >= minMs
+    ? Effect.succeed(ms)
+    : Effect.fail(new ControlError.InvalidInput({ issue: `${field}: must be a finite duration of at least ${minMs} ms` }))
+}
+
 /**
  * Wait for a run to end and answer its {@link Outcome}. It wakes on the run's terminal write in this
  * process (the journal's commit feed) and otherwise reads again at growing intervals up to
- * `pollInterval`. Fails `RunNotFound`, `InvalidInput` (a malformed run id), `AwaitTimeout`.
+ * `pollInterval`. Fails `RunNotFound`, `InvalidInput` (a malformed run id, a `timeout` or
+ * `pollInterval` that is not a finite duration, negative or zero respectively), `AwaitTimeout`.
  *
  * @since 0.2.0
  * @category start
@@ -537,12 +550,14 @@ export const await_ = <A = unknown, E = unknown>(
 > =>
   Effect.scoped(Effect.gen(function*() {
     const control = yield* Control.Control
+    const timeoutMs = options?.timeout === undefined ? undefined : yield* durationOption("timeout", options.timeout, 0)
+    const pollMs = yield* durationOption("pollInterval", options?.pollInterval ?? "1 second", 1)
     const runId = typeof handle === "string" ? handle : handle.runId
     const flow = typeof handle === "string" ? undefined : handle.flow
     const journal = yield* Effect.serviceOption(Journal.Journal)
     // Subscribed before the first read, so an end committed between the read and the wait still wakes it.
     const changes = journal._tag === "Some" ? yield* journal.value.changes : undefined
-    const maxMs = Math.max(10, Duration.toMillis(Duration.decode(options?.pollInterval ?? "1 second")))
+    const maxMs = Math.max(10, pollMs)
     const wait = (ms: number) =>
       changes === undefined
         ? Effect.sleep(Duration.millis(ms))
@@ -562,8 +577,7 @@ export const await_ = <A = unknown, E = unknown>(
         delay = Math.min(maxMs, delay * 2)
       }
     })
-    if (options?.timeout === undefined) return yield* loop
-    const timeoutMs = Duration.toMillis(Duration.decode(options.timeout))
+    if (timeoutMs === undefined) return yield* loop
     return yield* loop.pipe(
       Effect.timeoutFail({ duration: Duration.millis(timeoutMs), onTimeout: () => new AwaitTimeout({ runId, timeoutMs }) })
     )

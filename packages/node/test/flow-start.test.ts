@@ -78,7 +78,24 @@ const paced = Flow.make({
     )
 })
 
-const runtime = NodeRuntime.layerTest({ flows: [double, refuse, gated, never, flaky, paced] })
+const tagged = Flow.make({
+  id: "test.tagged",
+  description: "an optional tag and free text, echoed",
+  version: "1",
+  input: Schema.Struct({ s: Schema.String, tag: Schema.optional(Schema.String), nested: Schema.optional(Schema.Unknown) }),
+  handler: ({ s }) => Effect.succeed(s)
+})
+
+const leaky = Flow.make({
+  id: "test.leaky",
+  description: "returns a result its output schema refuses",
+  version: "1",
+  input: Schema.Null,
+  output: Schema.Struct({ token: Schema.Literal("public") }),
+  handler: () => Effect.succeed({ token: "hunter2-SECRET-token" } as never)
+})
+
+const runtime = NodeRuntime.layerTest({ flows: [double, refuse, gated, never, flaky, paced, tagged, leaky] })
 
 const retryingFacts = (runId: string) =>
   Effect.gen(function*() {
@@ -173,6 +190,52 @@ describe("Flow.start and Flow.await", () => {
       expect(gate._tag).toBe("ApprovalRequired")
       const many = yield* Effect.flip(Flow.startMany(double, [{ n: 1 }, { n: Number.NaN as never }, { n: 3 }]))
       expect(many._tag).toBe("InvalidInput")
+      expect(yield* counts).toEqual(before)
+    }).pipe(Effect.provide(runtime)))
+
+  it.live("an optional member given as undefined is absent; a value that is not JSON is named by its path, not echoed", () =>
+    Effect.gen(function*() {
+      const handle = yield* Flow.start(tagged, { s: "a", tag: undefined })
+      expect(yield* Flow.await(handle, { timeout: "10 seconds" })).toEqual(Flow.Outcome.Completed({ runId: handle.runId, value: "a" }))
+      const before = yield* counts
+      const nan = yield* Effect.flip(Flow.start(tagged, { s: "b", nested: { x: Number.NaN } }))
+      expect(nan.message).toBe("input.nested.x: NaN is not JSON")
+      const nul = yield* Effect.flip(Flow.start(tagged, { s: "SECRET\u0000" }))
+      expect(nul._tag).toBe("InvalidInput")
+      expect(nul.message.startsWith("input.s: ")).toBe(true)
+      expect(nul.message).not.toContain("SECRET")
+      const many = yield* Effect.flip(Flow.startMany(tagged, [{ s: "ok" }, { s: "x\u0000" }]))
+      expect(many.message.startsWith("inputs[1].s: ")).toBe(true)
+      expect(yield* counts).toEqual(before)
+    }).pipe(Effect.provide(runtime)))
+
+  it.live("a result the output schema refuses fails the run naming the path and rule, never the value", () =>
+    Effect.gen(function*() {
+      const handle = yield* Flow.start(leaky, null)
+      const outcome = yield* Flow.await(handle, { timeout: "10 seconds" })
+      expect(outcome._tag).toBe("Failed")
+      const error = (outcome as { readonly error: { readonly message: string } }).error
+      expect(error.message).toContain("does not encode with the flow's output schema (result.token: ")
+      expect(JSON.stringify(error)).not.toContain("SECRET")
+      const summary = yield* (yield* Control.Control).getRun(handle.runId)
+      expect(JSON.stringify(summary)).not.toContain("SECRET")
+    }).pipe(Effect.provide(runtime)))
+
+  it.live("await refuses a timeout or poll interval that is not a finite duration; startMany refuses what is not a list", () =>
+    Effect.gen(function*() {
+      const handle = yield* Flow.start(double, { n: 4 })
+      const word = yield* Effect.flip(Flow.await(handle, { timeout: "banana" as never }))
+      expect(word.message).toBe("timeout: must be a finite duration of at least 0 ms")
+      const negative = yield* Effect.flip(Flow.await(handle, { timeout: -5 }))
+      expect(negative._tag).toBe("InvalidInput")
+      const poll = yield* Effect.flip(Flow.await(handle, { pollInterval: Number.NaN }))
+      expect(poll.message).toBe("pollInterval: must be a finite duration of at least 1 ms")
+      expect((yield* Flow.await(handle, { timeout: "10 seconds" }))._tag).toBe("Completed")
+      const before = yield* counts
+      const notList = yield* Effect.flip(Flow.startMany(double, 5 as never))
+      expect(notList.message).toBe("inputs: must be an iterable of inputs")
+      const oneKey = yield* Effect.flip(Flow.startMany(double, [{ n: 1 }], { idempotencyKey: "k" } as never))
+      expect(oneKey.message).toContain("idempotencyKey: is not accepted by startMany")
       expect(yield* counts).toEqual(before)
     }).pipe(Effect.provide(runtime)))
 

@@ -89,7 +89,7 @@ describe("Flow and NodeRuntime.layerTest", () => {
         handler: () => Effect.void
       })
       const refused = yield* Effect.flip(Flow.normalizeInput(nonJson, { f: () => 1 }))
-      expect(refused.issue).toBe("input: encodes to a value that is not JSON")
+      expect(refused.issue).toBe("input.f: a function is not JSON")
     }))
 
   it.effect("bad options fail the build naming the field, before anything opens", () =>

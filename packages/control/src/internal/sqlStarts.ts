@@ -143,8 +143,12 @@ export const makeStarts = (
           const decoded = yield* decodeInput(flow, input).pipe(
             Effect.mapError((e) => many ? new InvalidInput({ issue: `inputs[${index}].${e.issue}` }) : e)
           )
-          const bound = tryCanonical({ flowId: flow.flowId, input: decoded }, "input")
-          if (!bound.ok) return yield* Effect.fail(new InvalidInput({ issue: bound.issue }))
+          const bound = tryCanonical({ flowId: flow.flowId, input: decoded })
+          if (!bound.ok) {
+            // The issue is named from the input itself (`input.s`, `inputs[3].s`), not from the pair.
+            const own = tryCanonical(decoded, many ? `inputs[${index}]` : "input")
+            return yield* Effect.fail(new InvalidInput({ issue: own.ok ? bound.issue : own.issue }))
+          }
           return { index, decoded, fingerprint: bound.text, key: request.idempotencyKeys?.[index] } satisfies Admitted
         }))
       const keyField = (index: number) => many ? `idempotencyKeys[${index}]` : "idempotencyKey"

@@ -14,7 +14,7 @@ import { Cause, Clock, Duration, Effect, Exit, Fiber, Layer, Option, Schema } fr
 import type * as Flow from "../Flow.js"
 import { retryDelay } from "../Flow.js"
 import { Run } from "../Run.js"
-import { jsonIssue } from "./executorJson.js"
+import { jsonIssue, parseIssue } from "./executorJson.js"
 import { durable, flushLossy, isFenceLoss, nodeSource, withPrelude, writePrelude } from "./executorJournal.js"
 import { StepMisuse } from "./executorMisuse.js"
 import { type DriveState, markEnd, register } from "./executorState.js"
@@ -177,8 +177,9 @@ const settleSuccess = (env: DriveEnv, state: DriveState, flow: Flow.Any, value: 
       : yield* Effect.either(Schema.encode(flow.output)(value))
     const json = encoded._tag === "Right" ? encoded.right : undefined
     // A handler returning nothing completes with no value (the `$result` outcome is `{}`).
+    // The messages name the path and the rule, never the value (a result may hold anything).
     const issue = encoded._tag === "Left"
-      ? `result: does not encode with the flow's output schema (${encoded.left.message.slice(0, 500)})`
+      ? `the run's result does not encode with the flow's output schema (${parseIssue("result", encoded.left)})`
       : json === undefined
       ? undefined
       : jsonIssue(json, "result")
@@ -186,7 +187,7 @@ const settleSuccess = (env: DriveEnv, state: DriveState, flow: Flow.Any, value: 
     if (text === undefined || text.length > maxResultBytes) {
       markEnd(state, "failed")
       const message = text === undefined
-        ? `the run's result is not JSON: ${issue}`
+        ? encoded._tag === "Left" ? issue! : `the run's result is not JSON: ${issue}`
         : "the run's result exceeds 1 MiB"
       return yield* settleFailure(env, state, { tag: "ResultInvalid", message })
     }

@@ -1,4 +1,5 @@
 /** Plain-JSON test shared by flows, steps and results. */
+import { ParseResult } from "effect"
 
 /** Whether `value` is plain JSON: null, boolean, finite number, string, arrays, plain objects. */
 export const isJson = (value: unknown, depth = 0): boolean => jsonIssue(value, "value", depth) === undefined
@@ -61,4 +62,38 @@ export const jsonIssue = (value: unknown, root: string, depth = 0): string | und
     return `${render()}: ${kindOf(current)} is not JSON`
   }
   return visit(value, depth)
+}
+
+/**
+ * `value` with the `undefined` members of its plain objects left out, as JSON text leaves them out:
+ * an optional field given as `undefined` is an absent one, not a value that is not JSON.
+ */
+export const withoutUndefined = (value: unknown, depth = 0): unknown => {
+  if (depth > 130 || typeof value !== "object" || value === null) return value
+  if (Array.isArray(value)) return value.map((item) => withoutUndefined(item, depth + 1))
+  const proto = Object.getPrototypeOf(value)
+  if (proto !== Object.prototype && proto !== null) return value
+  const out: Record<string, unknown> = {}
+  for (const key in value) {
+    if (!Object.prototype.hasOwnProperty.call(value, key)) continue
+    const member = (value as Record<string, unknown>)[key]
+    if (member !== undefined) out[key] = withoutUndefined(member, depth + 1)
+  }
+  return out
+}
+
+/**
+ * The first issue of a parse error as `<root>.<path>: <rule>`, without the value that broke it (a
+ * value may hold anything, and error messages are logged and stored).
+ */
+export const parseIssue = (root: string, error: ParseResult.ParseError): string => {
+  const [first] = ParseResult.ArrayFormatter.formatErrorSync(error)
+  if (first === undefined) return `${root}: is not valid`
+  const path = first.path.map((key) => typeof key === "number" ? `[${key}]` : `.${String(key)}`).join("")
+  const rule = first._tag === "Missing"
+    ? "is required"
+    : first._tag === "Unexpected"
+    ? "is not an allowed member"
+    : first.message.replace(/,?\s*actual[\s\S]*$/, "").replace(/^Expected /, "must be ")
+  return `${root}${path}: ${rule}`
 }
