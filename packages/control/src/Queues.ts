@@ -86,7 +86,9 @@ export interface Stats extends Settings {
  * The queue operations. Writes check the queue name (and the limit) first: a bad one fails
  * `InvalidInput` naming the field (`queue`, `limit`) and writes nothing. Each write answers the queue's
  * settings after it; pausing a paused queue (and the like) is no error. Storage failures are
- * `PersistenceError`s naming the operation, never a stored value.
+ * `PersistenceError`s naming the operation, never a stored value. On PostgreSQL a resume or a new
+ * limit notifies `workChannel` as it commits, so listening hosts claim at once rather than at
+ * their next sweep.
  *
  * @since 0.2.0
  * @category models
@@ -152,11 +154,18 @@ export const make: Effect.Effect<Service, never, SqlClient.SqlClient | DurableWr
         const update = set.paused !== undefined
           ? sql`paused = ${set.paused}, updated_at_ms = ${nowMs}`
           : sql`concurrency = ${concurrency}, updated_at_ms = ${nowMs}`
+        // A resume or a new limit may make runs claimable: hosts listening on PostgreSQL look at once.
+        const mayFree = set.paused === 0 || set.concurrency !== undefined
+        const notify = mayFree && sql.onDialectOrElse({ pg: () => true, orElse: () => false })
         const rows = yield* writer.write(
-          sql<SettingsRow>`INSERT INTO control_queues (queue, paused, concurrency, updated_at_ms)
-            VALUES (${queue}, ${paused}, ${concurrency}, ${nowMs})
-            ON CONFLICT (queue) DO UPDATE SET ${update}
-            RETURNING queue, paused, concurrency`,
+          Effect.gen(function*() {
+            const rows = yield* sql<SettingsRow>`INSERT INTO control_queues (queue, paused, concurrency, updated_at_ms)
+              VALUES (${queue}, ${paused}, ${concurrency}, ${nowMs})
+              ON CONFLICT (queue) DO UPDATE SET ${update}
+              RETURNING queue, paused, concurrency`
+            if (notify) yield* sql`SELECT pg_notify(${QueueSql.workChannel}, current_schema())`
+            return rows
+          }),
           { key: `control_queues:${queue}` }
         ).pipe(Effect.mapError(persistence(operation)))
         return toSettings(rows[0]!)

@@ -4,6 +4,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import * as TestDatabase from "@baton/database/TestDatabase"
 import * as Control from "@baton/control/Control"
+import * as Queues from "@baton/control/Queues"
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as Statement from "@effect/sql/Statement"
 import { type Context, Effect, Layer, Schema } from "effect"
@@ -103,5 +104,25 @@ describe.skipIf(url === undefined)("Flow.start on PostgreSQL", () => {
         const outcome = yield* Flow.await(handle, { timeout: "6 seconds", pollInterval: "100 millis" })
         expect(outcome).toEqual(Flow.Outcome.Completed({ runId: handle.runId, value: 144 }))
       }).pipe(inContext(client))
+    }), 60_000)
+
+  it.scopedLive("a queue resumed by a client wakes an idle host through the work channel, not its sweep", () =>
+    Effect.gen(function*() {
+      const schema = yield* PgSchema.throwaway(url!)
+      const client = yield* Layer.build(NodeRuntime.layerPg({ url: url!, schema, flows: [square], mode: "client" }))
+      const queues = yield* Queues.Queues.pipe(inContext(client))
+      yield* queues.pause("held")
+      const handle = yield* Flow.start(square, { n: 5 }, { queue: "held" }).pipe(inContext(client))
+      // The host sweeps every 10 s: only the resume's notification can get the run driven sooner.
+      const host = yield* Layer.build(
+        NodeRuntime.layerPg({ url: url!, schema, flows: [square], pollInterval: "10 seconds", hostId: "pg-resume" })
+      )
+      yield* Effect.flatMap(NodeRuntime.NodeHost, (h) => h.sweepNow).pipe(inContext(host))
+      yield* Effect.sleep("500 millis")
+      const held = yield* Effect.flatMap(Control.Control, (control) => control.getRun(handle.runId)).pipe(inContext(client))
+      expect(held.status).not.toBe("completed")
+      yield* queues.resume("held")
+      const outcome = yield* Flow.await(handle, { timeout: "6 seconds", pollInterval: "100 millis" }).pipe(inContext(client))
+      expect(outcome).toEqual(Flow.Outcome.Completed({ runId: handle.runId, value: 25 }))
     }), 60_000)
 })
