@@ -217,8 +217,8 @@ export interface Service {
 }
 
 /**
- * Where and when started runs wait for a host: `queue` (default `"default"`, 1..128 of
- * `[a-z0-9._:/-]`), `priority` (integer, higher claimed first; default 0), `availableAt` (epoch ms; not
+ * Where and when started runs wait for a host: `queue` (default `"default"`, 1..128 characters
+ * matching `/^[a-z0-9][a-z0-9._/-]{0,127}$/`), `priority` (integer, higher claimed first; default 0), `availableAt` (epoch ms; not
  * claimed before), `retry` (attempts and backoff after a failure), `parentRunId`.
  *
  * @since 0.2.0
