@@ -17,24 +17,19 @@ import * as SqliteDatabase from "@baton/database/SqliteDatabase"
 import * as TestDatabase from "@baton/database/TestDatabase"
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as Statement from "@effect/sql/Statement"
-import type BetterSqlite3 from "better-sqlite3"
 import { Effect, Layer } from "effect"
 import * as fs from "node:fs"
-import { createRequire } from "node:module"
 import * as os from "node:os"
 import * as path from "node:path"
 import { performance } from "node:perf_hooks"
-import { fileURLToPath } from "node:url"
-import type * as Pg from "pg"
 import { benchFlow, controlStack } from "../lib/controlStack.js"
+import * as RawDrivers from "../lib/rawDrivers.js"
 
 const iterations = Number(process.env["BATON_BENCH_START_ITERATIONS"] ?? "5")
 const sizes = (process.env["BATON_BENCH_START_SIZES"] ?? "1000,5000").split(",").map(Number)
 const json = process.argv.includes("--json")
 const shapes = process.argv.includes("--statements")
 
-const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..")
-const requireDriver = createRequire(path.join(repoRoot, "packages", "database", "package.json"))
 
 const flow = benchFlow("a started flow")
 
@@ -81,7 +76,7 @@ const rawStatements = (n: number, base: number, placeholder: (i: number) => stri
 }
 
 const sqliteRaw = (filename: string): { readonly raw: Raw; readonly close: () => void } => {
-  const Database = requireDriver("better-sqlite3") as typeof BetterSqlite3
+  const Database = RawDrivers.betterSqlite3()
   const db = new Database(filename)
   db.pragma("journal_mode = WAL")
   db.pragma("synchronous = NORMAL")
@@ -97,12 +92,8 @@ const sqliteRaw = (filename: string): { readonly raw: Raw; readonly close: () =>
 }
 
 const pgRaw = (url: string, schema: string) =>
-  Effect.acquireRelease(
+  Effect.flatMap(RawDrivers.pgClient(url, schema), (client) =>
     Effect.promise(async () => {
-      const pg = requireDriver("pg") as typeof Pg
-      const client = new pg.Client({ connectionString: url })
-      await client.connect()
-      await client.query(`SET search_path TO "${schema}"`)
       await client.query(rawTables)
       const raw: Raw = async (n, base) => {
         await client.query("BEGIN")
@@ -110,9 +101,7 @@ const pgRaw = (url: string, schema: string) =>
         await client.query("COMMIT")
       }
       return { client, raw }
-    }),
-    ({ client }) => Effect.promise(() => client.end())
-  )
+    }))
 
 interface Sample {
   readonly size: number

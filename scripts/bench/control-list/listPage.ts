@@ -12,24 +12,18 @@ import * as SqliteDatabase from "@baton/database/SqliteDatabase"
 import * as TestDatabase from "@baton/database/TestDatabase"
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as Statement from "@effect/sql/Statement"
-import type BetterSqlite3 from "better-sqlite3"
 import { Effect, Layer } from "effect"
 import * as fs from "node:fs"
-import { createRequire } from "node:module"
 import * as os from "node:os"
 import * as path from "node:path"
 import { performance } from "node:perf_hooks"
-import { fileURLToPath } from "node:url"
-import type * as Pg from "pg"
 import { benchFlow, controlStack } from "../../lib/controlStack.js"
+import * as RawDrivers from "../../lib/rawDrivers.js"
 
 const warmup = 30
 const pageSize = 50
 const chunk = 100_000
 
-// The drivers as the database package loads them (the root package does not depend on them).
-const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../..")
-const requireDriver = createRequire(path.join(repoRoot, "packages", "database", "package.json"))
 
 const flow = benchFlow("a listed flow")
 
@@ -238,25 +232,18 @@ const report = (options: Options, dialect: string, seedMs: number, liveRuns: num
 }
 
 const sqliteRaw = (filename: string): { readonly raw: Raw; readonly close: () => void } => {
-  const Database = requireDriver("better-sqlite3") as typeof BetterSqlite3
+  const Database = RawDrivers.betterSqlite3()
   const db = new Database(filename, { readonly: true })
   const select = db.prepare(rawSelect("?"))
   return { raw: (after) => Promise.resolve(select.all(after).length), close: () => db.close() }
 }
 
 const pgRaw = (url: string, schema: string) =>
-  Effect.acquireRelease(
-    Effect.promise(async () => {
-      const pg = requireDriver("pg") as typeof Pg
-      const client = new pg.Client({ connectionString: url })
-      await client.connect()
-      await client.query(`SET search_path TO "${schema}"`)
-      const text = rawSelect("$1")
-      const raw: Raw = async (after) => (await client.query(text, [after])).rowCount ?? 0
-      return { client, raw }
-    }),
-    ({ client }) => Effect.promise(() => client.end())
-  )
+  Effect.map(RawDrivers.pgClient(url, schema), (client) => {
+    const text = rawSelect("$1")
+    const raw: Raw = async (after) => (await client.query(text, [after])).rowCount ?? 0
+    return { client, raw }
+  })
 
 /** Seed a fresh SQLite file with `options.runs` runs and time its pages; the file is removed afterwards. */
 export const sqlite = (options: Options) => Effect.gen(function*() {
