@@ -524,7 +524,7 @@ export const decide = (ctx: VerbContext, decision: "approve" | "deny", targetArg
       case "Accepted": {
         if (ctx.globals.json) return
         const who = ctx.globals.as ?? "the OS user"
-        yield* out(`${verb} ${targetArg} (scope ${scope}) as ${who}${o.reason === undefined ? "" : `, reason: ${o.reason}`}`)
+        yield* out(`${verb} ${targetArg} (scope ${scope}) as ${who}${o.reason === undefined ? "" : `: ${o.reason}`}`)
         if (parsed._tag === "Node") yield* out(`a host will resume ${parsed.runId}`)
         else if (decision === "approve") yield* out(`next: baton launch ${parsed.planId}`)
       }
