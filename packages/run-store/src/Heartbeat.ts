@@ -275,7 +275,7 @@ export const keepAlive = (
       yield* shared.value.register(store, { runId, owner }, {
         onBeat,
         dueAtMs: () => lastConfirmed + toleranceMs,
-        onDue: (rearm) => start(Effect.flatMap(expiry, (stopped) => stopped ? Effect.void : rearm)),
+        onDue: (rearm, lapsed) => start(Effect.flatMap(expiry, (stopped) => stopped ? lapsed : rearm)),
         onClosed: () => start(deadline)
       })
       return yield* Deferred.await(end)

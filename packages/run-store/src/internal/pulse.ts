@@ -4,6 +4,7 @@
  * hands each loop its own run's answer, and one more fiber watches their
  * budgets, waking when the earliest one runs out instead of once per loop.
  */
+import * as DurableWriter from "@baton/database/DurableWriter"
 import * as Consensus from "@baton/journal/Consensus"
 import { Clock, Deferred, Duration, Effect, Either, Exit, FiberId, FiberSet, type Scope } from "effect"
 import * as Admission from "./Admission.js"
@@ -32,9 +33,10 @@ export interface Loop {
   readonly dueAtMs: () => number
   /**
    * The budget ran out: the loop starts its own expiry step and, if that step leaves the loop
-   * running (a reconfirm confirmed), runs `rearm` so the pulse watches the new budget.
+   * running (a reconfirm confirmed), runs `rearm` so the pulse watches the new budget; if the
+   * loop lapsed, it runs `lapsed`, which abandons a renewal in flight that carries its lease.
    */
-  readonly onDue: (rearm: Effect.Effect<void>) => void
+  readonly onDue: (rearm: Effect.Effect<void>, lapsed: Effect.Effect<void>) => void
   /** The pulse closed: no more beats, and the loop watches its own budget from now on. */
   readonly onClosed: () => void
 }
@@ -69,6 +71,8 @@ interface Group {
     readonly leases: ReadonlyArray<RunLease>
     readonly refused: ReadonlyArray<Member>
   } | undefined
+  /** The renewal in flight: the members it carries, and how to abandon it. */
+  inflight: { readonly members: ReadonlySet<Member>; readonly abandon: Deferred.Deferred<void> } | undefined
   renewing: boolean
   watching: boolean
   /** When the watcher wakes next (monotonic ms), and how to wake it sooner. */
@@ -79,6 +83,16 @@ interface Group {
 const keyOf = (runId: string, owner: OwnerIdType) => JSON.stringify([runId, owner.hostId, owner.pid, owner.nonce])
 
 const nanosToMs = (nanos: bigint): number => Number(nanos / 1_000_000n)
+
+/** What the loops of an abandoned renewal hear: the database did not take the beat in time. */
+const abandoned = Errors.fromFailure("heartbeatLeases", new DurableWriter.DatabaseError({ code: "busy" }))
+
+/** Abandon the group's renewal in flight when it carries `member`'s lease. */
+const abandonFor = (group: Group, member: Member): Effect.Effect<void> =>
+  Effect.sync(() => {
+    const inflight = group.inflight
+    if (inflight !== undefined && inflight.members.has(member)) Deferred.unsafeDone(inflight.abandon, Exit.void)
+  })
 
 const wake = (group: Group) => {
   if (group.poke !== undefined) Deferred.unsafeDone(group.poke, Exit.void)
@@ -125,9 +139,18 @@ export const make: Effect.Effect<Service, never, Scope.Scope> = Effect.gen(funct
       return Effect.gen(function*() {
         const readingMs = Math.floor(yield* Clock.currentTimeMillis)
         const monotonicMs = nanosToMs(yield* Clock.currentTimeNanos)
-        const answer = members.length === 0
-          ? Either.right<ReadonlyArray<HeartbeatOutcome>>([])
-          : yield* Effect.either(group.store.heartbeatLeases(leases, readingMs))
+        let answer: Either.Either<ReadonlyArray<HeartbeatOutcome>, RunStoreError> = Either.right([])
+        if (members.length > 0) {
+          // A renewal still retrying when a loop it carries lapses is abandoned (interrupted): left to
+          // retry, it could commit once the database frees up and stamp the lease of an owner that
+          // has stopped working. The others hear a failed beat and the next interval sends afresh.
+          const abandon = Deferred.unsafeMake<void>(FiberId.none)
+          group.inflight = { members: new Set(members), abandon }
+          answer = yield* Effect.raceFirst(
+            Effect.either(group.store.heartbeatLeases(leases, readingMs)),
+            Effect.as(Deferred.await(abandon), Either.left(abandoned))
+          ).pipe(Effect.ensuring(Effect.sync(() => (group.inflight = undefined))))
+        }
         const pending: Array<Effect.Effect<void>> = []
         const deliver = (member: Member, beat: Beat) => {
           // A loop that ended while the call was in flight hears nothing more.
@@ -200,7 +223,7 @@ export const make: Effect.Effect<Service, never, Scope.Scope> = Effect.gen(funct
             const due = r.loop.dueAtMs()
             if (due <= now) {
               r.expiring = true
-              r.loop.onDue(rearm(group, r))
+              r.loop.onDue(rearm(group, r), abandonFor(group, member))
             } else if (due < next) next = due
           }
         }
@@ -227,6 +250,7 @@ export const make: Effect.Effect<Service, never, Scope.Scope> = Effect.gen(funct
             store,
             members: new Map(),
             batch: undefined,
+            inflight: undefined,
             renewing: false,
             watching: false,
             wakeAtMs: Number.POSITIVE_INFINITY,

@@ -7,7 +7,7 @@ import * as Heartbeat from "@baton/run-store/Heartbeat"
 import * as RunStore from "@baton/run-store/RunStore"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { expect, it } from "@effect/vitest"
-import { Effect, Exit, Fiber, HashMap, Logger, Option, Scope, TestClock } from "effect"
+import { Deferred, Effect, Exit, Fiber, HashMap, Logger, Option, Scope, TestClock } from "effect"
 import { insertOwned, stamps } from "../support/bulk.js"
 import { heartbeatUpdates, sqlLog } from "../support/capture.js"
 import { A, type MakeStack } from "../support/stack.js"
@@ -228,6 +228,42 @@ export const pulseSuite = (makeStack: MakeStack) => {
       expect(failed.map((l) => l.runId).sort()).toEqual(ids)
     }).pipe(Effect.provide(Logger.replace(Logger.defaultLogger, logger))))
   })
+
+  it.effect("a renewal still hanging when a loop it carries lapses is abandoned and never stamps the lease", () =>
+    run(Effect.gen(function*() {
+      const store = yield* RunStore.RunStore
+      const ids = ["h-0"]
+      yield* insertOwned(ids, ownerOf)
+      // From 1 s on every renewal hangs until the gate opens (a database that stopped taking writes,
+      // as another process holding the lock), then writes as usual: left running, it would commit.
+      const gate = yield* Deferred.make<void>()
+      let hanging = false
+      const calls: Array<number> = []
+      const stuck: RunStore.Service = {
+        ...store,
+        heartbeatLeases: (leases, nowMs) => {
+          calls.push(nowMs)
+          return hanging ? Effect.zipRight(Deferred.await(gate), store.heartbeatLeases(leases, nowMs)) : store.heartbeatLeases(leases, nowMs)
+        },
+        reconfirm: () => failing
+      }
+      const pulse = yield* Heartbeat.makePulse
+      const loops = yield* keepAll(ids, pulse, stuck)
+      yield* TestClock.adjust(1_000)
+      yield* settleUntil(allStamped(ids, 1_000))
+      hanging = true
+      yield* TestClock.adjust(1_000)
+      yield* settleUntil(Effect.sync(() => calls.length >= 2))
+      // The hanging renewal carries the lease; the budget runs out 19 s after the last confirmed beat.
+      yield* TestClock.adjust(19_000)
+      yield* settleUntil(isDone(loops[0]!.work))
+      expect(yield* Fiber.join(loops[0]!.loop)).toMatchObject({ _tag: "Lapsed" })
+      yield* Deferred.succeed(gate, undefined)
+      yield* settleUntil()
+      yield* TestClock.adjust(5_000)
+      yield* settleUntil()
+      expect((yield* stamps(ids)).get("h-0")).toBe(1_000)
+    })))
 
   it.effect("a beat that confirms after failing writes re-arms the budget of every run", () =>
     run(Effect.gen(function*() {
