@@ -35,6 +35,9 @@ export const crashScenario = async (signal: "SIGKILL" | "SIGTERM", backend: Back
     // An arbitrary point between 30 % and 70 % of the files committed, then a few files into the next batch.
     const target = Math.floor(files * (0.3 + 0.4 * ((process.pid % 97) / 97)))
     await runtime.runPromise(Support.until(Effect.map(Support.rowCount(runId), (n) => n >= target), 240_000, 20))
+    // Rows commit with a batch's completion: wait until the next batch's attempt is written, so the
+    // signal lands inside a step (a kill between two steps leaves no attempt to abandon).
+    await runtime.runPromise(Support.until(Support.stepRunning(runId), 60_000, 5))
     const pid = await runtime.runPromise(Support.ownerPid(runId))
     expect(pid).toBeDefined()
     const victim = workers[pids.indexOf(pid!)]!

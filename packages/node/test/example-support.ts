@@ -128,6 +128,13 @@ export const rowCount = (runId: string) =>
   Effect.flatMap(SqlClient.SqlClient, (sql) =>
     sql<{ n: number }>`SELECT COUNT(*) AS n FROM index_dir_files WHERE run_id = ${runId}`.pipe(Effect.map((r) => Number(r[0]?.n ?? 0))))
 
+/** Whether the run has a step attempt running (its row written, not yet finished). */
+export const stepRunning = (runId: string) =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) =>
+    sql<{ n: number }>`SELECT COUNT(*) AS n FROM flows_attempts WHERE run_id = ${runId} AND state = 'running'`.pipe(
+      Effect.map((r) => Number(r[0]?.n ?? 0) > 0)
+    ))
+
 /** The run's journal and its ownership companion stream. */
 export const history = (runId: string) =>
   Effect.gen(function*() {
