@@ -237,7 +237,7 @@ export class IdempotencyConflict extends Schema.TaggedError<IdempotencyConflict>
   field: Schema.String
 }) {
   override get message() {
-    return `${this.field}: was used for a start of another flow or input`
+    return `${this.field}: was used for a start of another flow, input or placement (queue, priority, retry, parent)`
   }
 }
 

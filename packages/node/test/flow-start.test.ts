@@ -156,7 +156,7 @@ describe("Flow.start and Flow.await", () => {
       const before = yield* counts
       const conflict = yield* Effect.flip(Flow.start(double, { n: 2 }, { idempotencyKey: "k-1" }))
       expect(conflict._tag).toBe("IdempotencyConflict")
-      expect(conflict.message).toBe("idempotencyKey: was used for a start of another flow or input")
+      expect(conflict.message).toBe("idempotencyKey: was used for a start of another flow, input or placement (queue, priority, retry, parent)")
       expect(yield* counts).toEqual(before)
     }).pipe(Effect.provide(runtime)))
 

@@ -32,7 +32,8 @@ import type {
   StartedRun,
   StoredPlan
 } from "../ControlRuntime.js"
-import { checkStart } from "./sqlStarts.js"
+import { tryCanonical } from "./canonical.js"
+import { checkStart, startBinding } from "./sqlStarts.js"
 import { CodeDrift } from "../ControlError.js"
 import {
   checkLimit,
@@ -735,7 +736,9 @@ export const makeMemory = (options: MemoryOptions, journal?: Journal.Service): E
               const decoded = yield* decodeInput(flow, input).pipe(
                 Effect.mapError((e) => many ? new InvalidInput({ issue: `inputs[${index}].${e.issue}` }) : e)
               )
-              const fingerprint = yield* planFingerprint({ flowId: flow.flowId, input: decoded })
+              const bound = tryCanonical(startBinding(flow.flowId, decoded, request), "input")
+              if (!bound.ok) return yield* Effect.fail(new InvalidInput({ issue: bound.issue }))
+              const fingerprint = bound.text
               const key = request.idempotencyKeys?.[index]
               const held = key === undefined ? undefined : startKeys.get(key)
               if (held !== undefined && held.fingerprint !== fingerprint) {

@@ -83,6 +83,27 @@ const RetryPolicySchema = Schema.Struct({
   jitter: Schema.Boolean
 })
 
+/**
+ * What an idempotency key binds: the flow, the decoded input and, when any differs from its default,
+ * the run's placement (queue, priority, retry policy, parent). The availability time is left out, so
+ * a caller that retries a start with the same `delay` after a crash still gets its run.
+ */
+export const startBinding = (flowId: string, decoded: unknown, request: StartRequest): unknown => {
+  const placed = request.queue !== "default" || request.priority !== 0 || request.retry !== undefined ||
+    request.parentRunId !== undefined
+  if (!placed) return { flowId, input: decoded }
+  return {
+    flowId,
+    input: decoded,
+    placement: {
+      queue: request.queue,
+      priority: request.priority,
+      ...(request.retry === undefined ? {} : { retry: request.retry }),
+      ...(request.parentRunId === undefined ? {} : { parentRunId: request.parentRunId })
+    }
+  }
+}
+
 interface Admitted {
   readonly index: number
   readonly decoded: unknown
@@ -143,7 +164,7 @@ export const makeStarts = (
           const decoded = yield* decodeInput(flow, input).pipe(
             Effect.mapError((e) => many ? new InvalidInput({ issue: `inputs[${index}].${e.issue}` }) : e)
           )
-          const bound = tryCanonical({ flowId: flow.flowId, input: decoded })
+          const bound = tryCanonical(startBinding(flow.flowId, decoded, request))
           if (!bound.ok) {
             // The issue is named from the input itself (`input.s`, `inputs[3].s`), not from the pair.
             const own = tryCanonical(decoded, many ? `inputs[${index}]` : "input")
