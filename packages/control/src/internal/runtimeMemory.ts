@@ -600,7 +600,7 @@ export const makeMemory = (options: MemoryOptions, journal?: Journal.Service): E
           if (resumes.get(runId)?.sequence === sequence) resumes.delete(runId)
         }),
       registerFiber: (runId, fiber) =>
-        Effect.map(requireRun(runId), () => {
+        Effect.sync(() => {
           fibers.set(runId, fiber)
           fiber.addObserver(() => {
             if (fibers.get(runId) === fiber) fibers.delete(runId)

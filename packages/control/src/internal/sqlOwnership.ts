@@ -240,8 +240,10 @@ export const makeOwnership = (ctx: SqlContext) => {
       )
     })
 
+  // No read: the caller drives a run it has just claimed, and an entry for a run id that names no run
+  // is inert (nothing interrupts it) and leaves with its fiber.
   const registerFiber = (runId: string, fiber: Fiber.RuntimeFiber<unknown, unknown>) =>
-    Effect.map(requireRow(ctx, runId), () => {
+    Effect.sync(() => {
       fibers.set(runId, fiber)
       fiber.addObserver(() => {
         if (fibers.get(runId) === fiber) fibers.delete(runId)

@@ -46,7 +46,7 @@ export interface DriveControl {
 /** What the caller already read of a run it hands over (a launch's summary and plan): not read again. */
 export interface DriveKnown {
   readonly summary: ControlSchema.RunSummary
-  readonly plan: ControlRuntime.StoredPlan
+  readonly plan?: ControlRuntime.StoredPlan | undefined
 }
 
 /** How a drive ended. */
@@ -298,7 +298,7 @@ export const drive = (
     }
     const plan = summary.planId === undefined
       ? undefined
-      : known?.plan.card.planId === summary.planId
+      : known?.plan !== undefined && known.plan.card.planId === summary.planId
       ? known.plan
       : yield* env.runtime.getPlan(summary.planId)
     const attempts = yield* env.attempts.list(runId)

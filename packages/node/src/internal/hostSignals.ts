@@ -153,7 +153,7 @@ export const takeUp = (
       yield* logLostRace("delegation take-up", runId, "settled")
       return false
     }
-    const started = yield* core.startDrive(runId, summary.flowId, cause, null, queue)
+    const started = yield* core.startDrive(runId, summary.flowId, cause, null, queue, { summary: claimed })
     if (started) yield* core.runtime.clearResume(runId, delegation.sequence)
     return started
   }).pipe(

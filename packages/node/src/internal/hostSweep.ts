@@ -233,7 +233,8 @@ const claimCandidate = (
           return
         }
         if (settledElsewhere(claimed.right)) return yield* logLostRace("sweep: claim", runId, "settled")
-        yield* core.startDrive(runId, candidate.flowId, "released", null, candidate.queue)
+        // The claim answered the run's summary: the drive does not read it again.
+        yield* core.startDrive(runId, candidate.flowId, "released", null, candidate.queue, { summary: claimed.right })
         return
       }
       case "stale-owner": {
@@ -271,7 +272,7 @@ const claimCandidate = (
             )
           )
         }
-        yield* core.startDrive(runId, candidate.flowId, "takeover", from ?? null, candidate.queue)
+        yield* core.startDrive(runId, candidate.flowId, "takeover", from ?? null, candidate.queue, { summary: claimed.right })
         return
       }
     }
