@@ -8,6 +8,8 @@
  *
  * @since 0.1.0
  */
+import type * as SqlClient from "@effect/sql/SqlClient"
+import type * as Statement from "@effect/sql/Statement"
 import { Context, Duration, Effect, Layer, Schema } from "effect"
 import { ConsensusError, fenceLost } from "./internal/consensusError.js"
 import type { LivenessEvidence } from "./internal/evidence.js"
@@ -298,6 +300,18 @@ export interface Service {
     evidence: LivenessEvidence
   ) => Effect.Effect<RecoverOutcome, ConsensusError>
   readonly guard: (runId: string, owner: OwnerId) => Effect.Effect<void, ConsensusError>
+  /**
+   * Optional, for a strategy that keeps the fence in a row of the journal's own database: `query(runId,
+   * owner)` is a `SELECT` yielding one row while `owner` holds `runId`'s fence (locking it `FOR SHARE` on
+   * PostgreSQL) and none otherwise, the same rule as `guard`. A journal over the same `client` embeds it in
+   * its append statement, so the fence costs no statement of its own; any other journal calls `guard`.
+   *
+   * @since 0.3.0
+   */
+  readonly fenceRow?: {
+    readonly client: SqlClient.SqlClient
+    readonly query: (runId: string, owner: OwnerId) => Statement.Fragment
+  } | undefined
 }
 
 /**

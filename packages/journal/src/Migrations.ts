@@ -8,7 +8,9 @@
  * because migrations are append-only: databases have it in their ledger, and
  * replaying the set from any point rebuilds the schema those databases had.
  * `0003_append_function` (PostgreSQL: `flows_journal_append`) is the append a
- * run-store move runs inside its own statement.
+ * run-store move runs inside its own statement; `0004_append_floor` adds its
+ * overload with a producer floor, the second half of a fenced append's one
+ * statement.
  *
  * @since 0.1.0
  */
@@ -19,6 +21,7 @@ import type { Effect, Layer } from "effect"
 import journal from "./migrations/0001_journal.js"
 import consensus from "./migrations/0002_consensus.js"
 import appendFunction from "./migrations/0003_append_function.js"
+import appendFloor from "./migrations/0004_append_floor.js"
 
 /**
  * Install alongside the other packages' sets (`DatabaseMigrations.run([...sets])`).
@@ -32,7 +35,8 @@ export const set: DatabaseMigrations.MigrationSet = {
   migrations: {
     "0001_journal": journal,
     "0002_consensus": consensus,
-    "0003_append_function": appendFunction
+    "0003_append_function": appendFunction,
+    "0004_append_floor": appendFloor
   }
 }
 

@@ -9,6 +9,7 @@
 import * as DurableWriter from "@baton/database/DurableWriter"
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
+import type * as Statement from "@effect/sql/Statement"
 import { Chunk, Clock, Deferred, Effect, FiberRef, Layer, Option, PubSub, Queue, Schema, Stream } from "effect"
 import type * as Duration from "effect/Duration"
 import type * as Scope from "effect/Scope"
@@ -26,6 +27,7 @@ import * as FactJoin from "./internal/factJoin.js"
 import { makeIdentityCache } from "./internal/identityCache.js"
 import { makeLossy } from "./internal/lossy.js"
 import { resolve } from "./internal/options.js"
+import { maxSeq } from "./internal/text.js"
 import { decodeField as field } from "./internal/parse.js"
 import { makeReaders } from "./internal/readers.js"
 import { contentKey, decodeEntry, entryFromNew, makeStore, type NewEntry, storedSeq } from "./internal/store.js"
@@ -57,6 +59,16 @@ const decodeRunId = Schema.decodeUnknownEither(JournalEvent.RunId)
 const decodeTypes = Schema.decodeUnknownEither(
   Schema.Array(JournalEvent.EventType).pipe(Schema.minItems(1), Schema.maxItems(64))
 )
+/** PostgreSQL's `flows_journal_append` raised its exhaustion (a head or source floor at the end of the range). */
+const raisedExhaustion = (error: unknown): boolean => {
+  let current: unknown = error
+  for (let depth = 0; depth < 4 && typeof current === "object" && current !== null; depth++) {
+    if (String((current as { readonly message?: unknown }).message).includes("baton:sequence_conflict")) return true
+    current = (current as { readonly cause?: unknown }).cause
+  }
+  return false
+}
+
 const decodeCursor = Schema.decodeUnknownEither(Schema.Int.pipe(Schema.between(-1, Number.MAX_SAFE_INTEGER - 1)))
 const decodeSeq = Schema.decodeUnknownEither(JournalEvent.Seq)
 const decodeLimit = Schema.decodeUnknownEither(Schema.Int.pipe(Schema.between(1, Journal.maxEntriesLimit)))
@@ -133,11 +145,69 @@ export const make = (
     // A companion id takes no key of its own (Companion.append keys the run it is about).
     const keyOf = (runId: string) => JournalEvent.isCompanionRunId(runId) ? {} : { key: runId }
 
+    const appendBehindFence = (admitted: Admitted, owner: OwnerId, fenceQuery: Statement.Fragment) =>
+      Effect.gen(function*() {
+        const { runId, sourceId } = admitted
+        const prefix = JournalEvent.makeEventId(runId, sourceId, 0).slice(0, -1)
+        const sourceFloor = Math.max(cache.floor(runId, sourceId) ?? 0, cache.hint(runId, sourceId))
+        const result = yield* store.appendFenced(fenceQuery, admitted, prefix, sourceFloor)
+        switch (result._tag) {
+          case "NoFence":
+            // The losing path asks the strategy itself, so the error is the one `guard` names.
+            yield* fence(runId, owner)
+            return yield* Effect.fail(Errors.fenceLost(runId))
+          case "SeqTaken":
+            return yield* Effect.fail(Errors.seqTaken(runId, result.seq))
+          case "Appended": {
+            const { seq, sourceSeq } = result
+            if (seq >= maxSeq || sourceSeq >= Number.MAX_SAFE_INTEGER) return yield* Effect.fail(Errors.exhausted(runId))
+            cache.raiseFloor(runId, sourceId, sourceSeq + 1, false)
+            const entry: NewEntry = {
+              runId,
+              seq,
+              eventId: JournalEvent.makeEventId(runId, sourceId, sourceSeq),
+              sourceId,
+              sourceSeq,
+              emittedAtMs: admitted.emittedAtMs,
+              eventType: admitted.eventType,
+              payloadJson: admitted.payloadJson,
+              metaJson: admitted.metaJson
+            }
+            const key = contentKey(admitted.eventType, admitted.payloadJson, admitted.metaJson)
+            yield* DurableWriter.afterCommit(
+              Effect.zipRight(Effect.sync(() => cache.noteHead(runId, seq + 1)), publish([{ entry, contentKey: key }])),
+              sql
+            )
+            const receipt: Journal.DurableReceipt = {
+              _tag: "Accepted",
+              sourceSeq: sourceSeq as JournalEvent.SourceSeq,
+              seq: seq as JournalEvent.Seq
+            }
+            return receipt
+          }
+        }
+      })
+
     const emitDurableWith = (operation: string, input: JournalEvent.Input, owner: OwnerId | undefined) =>
       Effect.gen(function*() {
         yield* ifOpen(operation)
         const admitted = yield* admit(input, admission, yield* now)
         if (owner !== undefined) yield* admitOwner(owner)
+        // A fenced entry whose source_seq the store allocates, under a strategy whose fence is a row of this
+        // database: the fence, the allocation and the append are one statement (SQLite adds the head's move).
+        const fenceRow = consensus.fenceRow
+        if (
+          owner !== undefined && admitted.sourceSeq === undefined && fenceRow !== undefined && fenceRow.client === sql &&
+          !JournalEvent.isCompanionRunId(admitted.runId)
+        ) {
+          const fenced = appendBehindFence(admitted, owner, fenceRow.query(admitted.runId, owner))
+          return yield* writer.write(fenced, keyOf(admitted.runId)).pipe(
+            Effect.catchTag("@baton/database/DatabaseError", (error) =>
+              Effect.fail(
+                raisedExhaustion(error) ? Errors.exhausted(admitted.runId) : sink(operation)(error)
+              ))
+          )
+        }
         const body = Effect.gen(function*() {
           if (owner !== undefined) yield* fence(admitted.runId, owner)
           const next = (yield* store.lockHead(admitted.runId)) ?? 0

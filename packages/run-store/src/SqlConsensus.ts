@@ -185,14 +185,16 @@ export const make: Effect.Effect<Consensus.Service, never, DurableWriter | SqlCl
         }))
       )
 
+    const fenceQuery = (runId: string, owner: OwnerId) =>
+      pg
+        ? sql`SELECT run_id FROM flows_runs WHERE run_id = ${runId} AND status = 'running' AND ${ownerIs(owner)}
+          FOR SHARE`
+        : sql`SELECT run_id FROM flows_runs WHERE run_id = ${runId} AND status = 'running' AND ${ownerIs(owner)}`
+
     const guard: Consensus.Service["guard"] = (runId, owner) =>
       Consensus.validate({ runId, owner }).pipe(
         Effect.zipRight(
-          (pg
-            ? sql`SELECT run_id FROM flows_runs WHERE run_id = ${runId} AND status = 'running' AND ${ownerIs(owner)}
-              FOR SHARE`
-            : sql`SELECT run_id FROM flows_runs WHERE run_id = ${runId} AND status = 'running' AND ${ownerIs(owner)}`)
-            .pipe(Effect.mapError((error) => Consensus.persistenceFailed("guard", error)))
+          fenceQuery(runId, owner).pipe(Effect.mapError((error) => Consensus.persistenceFailed("guard", error)))
         ),
         Effect.flatMap((rows) => rows.length > 0 ? Effect.void : Effect.fail(Consensus.fenceLost(runId, owner)))
       )
@@ -205,7 +207,8 @@ export const make: Effect.Effect<Consensus.Service, never, DurableWriter | SqlCl
       release,
       steal,
       recover,
-      guard
+      guard,
+      fenceRow: { client: sql, query: fenceQuery }
     }), sql)
   }
 )

@@ -10,6 +10,7 @@
 import * as Dialect from "@baton/database/Dialect"
 import type * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
+import type * as Statement from "@effect/sql/Statement"
 import { createHash } from "node:crypto"
 import { Effect, Either } from "effect"
 import type { Entry, RunId, Seq, SourceId, SourceSeq } from "../JournalEvent.js"
@@ -282,7 +283,73 @@ export const makeStore = (sql: SqlClient.SqlClient) => {
       return { seq, sourceSeq }
     })
 
-  return { pg, lockHead, setHead, findIdentity, durableNext, insert, floor, page, entryExists, appendAll } as const
+  /**
+   * One fenced entry with an allocated source_seq, as one statement behind the fence: `fence` is the
+   * strategy's row query (one row while the owner holds the run). The entry's seq is the head, its
+   * source_seq the larger of the stored floor and `sourceFloor` (what this process holds). Answers
+   * `NoFence` when the fence row is absent (PostgreSQL locks it first, so that is final; SQLite re-reads it
+   * on this losing path), `SeqTaken` when a row already sits at the head's seq, nothing written in either.
+   * SQLite moves the head in a second statement; PostgreSQL's `flows_journal_append` moves it in the same.
+   */
+  const appendFenced = (
+    fence: Statement.Fragment,
+    item: {
+      readonly runId: string
+      readonly sourceId: string
+      readonly eventType: string
+      readonly payloadJson: string
+      readonly metaJson: string
+      readonly emittedAtMs: number
+    },
+    eventIdPrefix: string,
+    sourceFloor: number
+  ): Effect.Effect<
+    | { readonly _tag: "Appended"; readonly seq: number; readonly sourceSeq: number }
+    | { readonly _tag: "NoFence" }
+    | { readonly _tag: "SeqTaken"; readonly seq: number },
+    SqlError | JournalError
+  > =>
+    Effect.gen(function*() {
+      const { runId, sourceId } = item
+      if (pg) {
+        const rows = yield* sql<{ readonly a: unknown }>`WITH fence AS MATERIALIZED (${fence})
+          SELECT flows_journal_append(${runId}, ${sourceId}, ${eventIdPrefix}, ${item.emittedAtMs},
+            ${[item.eventType]}::text[], ${[item.payloadJson]}::text[], ${[item.metaJson]}::text[],
+            ${sourceFloor}::bigint) AS a FROM fence`
+        if (rows.length === 0) return { _tag: "NoFence" } as const
+        const pair = Array.isArray(rows[0]!.a) ? rows[0]!.a as ReadonlyArray<unknown> : []
+        const seq = yield* storedSeq(pair[0], "journal head", runId, "next_seq")
+        if (Number(pair[1]) === -1) return { _tag: "SeqTaken", seq } as const
+        return { _tag: "Appended", seq, sourceSeq: yield* storedSeq(pair[1], "journal row", runId, "source_seq") } as const
+      }
+      const rows = yield* sql<{ readonly seq: unknown; readonly source_seq: unknown }>`INSERT INTO flows_journal_events
+        (${columns})
+        SELECT ${runId}, h.n, ${eventIdPrefix} || CAST(s.n AS INTEGER), ${sourceId}, s.n, ${item.emittedAtMs},
+          ${item.eventType}, ${item.payloadJson}, ${item.metaJson}
+        FROM (SELECT COALESCE((SELECT next_seq FROM flows_journal_heads WHERE run_id = ${runId}), 0) AS n) AS h,
+          (SELECT MAX(COALESCE(MAX(m), -1) + 1, ${sourceFloor}) AS n FROM (
+            SELECT MAX(source_seq) AS m FROM flows_journal_events WHERE run_id = ${runId} AND source_id = ${sourceId}
+            UNION ALL
+            SELECT MAX(source_seq) AS m FROM flows_journal_dedup WHERE run_id = ${runId} AND source_id = ${sourceId}
+          ) floors) AS s
+        WHERE EXISTS (${fence})
+        ON CONFLICT (run_id, seq) DO NOTHING
+        RETURNING seq, source_seq`
+      const row = rows[0]
+      if (row === undefined) {
+        if ((yield* sql`${fence}`).length === 0) return { _tag: "NoFence" } as const
+        const heads = yield* sql<{ readonly next_seq: unknown }>`SELECT next_seq FROM flows_journal_heads
+          WHERE run_id = ${runId}`
+        return { _tag: "SeqTaken", seq: yield* storedSeq(heads[0]?.next_seq ?? 0, "journal head", runId, "next_seq") } as const
+      }
+      const seq = yield* storedSeq(row.seq, "journal row", runId, "seq")
+      const sourceSeq = yield* storedSeq(row.source_seq, "journal row", runId, "source_seq")
+      yield* sql`INSERT INTO flows_journal_heads (run_id, next_seq) VALUES (${runId}, ${seq + 1})
+        ON CONFLICT (run_id) DO UPDATE SET next_seq = excluded.next_seq`
+      return { _tag: "Appended", seq, sourceSeq } as const
+    })
+
+  return { pg, lockHead, setHead, findIdentity, durableNext, insert, floor, page, entryExists, appendAll, appendFenced } as const
 }
 
 export type Store = ReturnType<typeof makeStore>

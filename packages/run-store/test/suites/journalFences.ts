@@ -8,11 +8,14 @@ import * as Consensus from "@baton/journal/Consensus"
 import * as Journal from "@baton/journal/Journal"
 import * as SqlJournal from "@baton/journal/SqlJournal"
 import * as SqlConsensus from "@baton/run-store/SqlConsensus"
-import type * as SqlClient from "@effect/sql/SqlClient"
+import * as Dialect from "@baton/database/Dialect"
+import * as JournalEvent from "@baton/journal/JournalEvent"
+import * as SqlClient from "@effect/sql/SqlClient"
 import { expect, it } from "@effect/vitest"
 import { Context, Effect, Layer, type Scope } from "effect"
 import { A, B, C, count, ev, own, rows, S } from "../../../journal/test/support/owners.js"
 import { journalContract } from "../../../journal/test/support/journalContract.js"
+import { captureSql } from "../support/capture.js"
 import { contractRuns } from "../support/contractRuns.js"
 import { type Database, migrated } from "../support/stack.js"
 
@@ -35,6 +38,37 @@ export const journalFenceSuite = (
     timeout,
     prepare: contractRuns
   })
+
+  it.effect("a fenced append over the run row is one statement behind the fence (SQLite adds the head's move)", () =>
+    Effect.gen(function*() {
+      const journal = yield* Journal.Journal
+      const sql = yield* SqlClient.SqlClient
+      const pg = Dialect.isPostgres(sql)
+      yield* contractRuns
+      yield* own("r", A, 0)
+      expect(yield* journal.emitDurable(ev("r", { n: 0 }), A)).toMatchObject({ _tag: "Accepted", seq: 0, sourceSeq: 0 })
+      const { statements, value } = yield* captureSql(journal.emitDurable(ev("r", { n: 1 }), A))
+      expect(value).toMatchObject({ _tag: "Accepted", seq: 1, sourceSeq: 1 })
+      expect(statements.length).toBe(pg ? 1 : 2)
+      // A lossy entry queued but not yet written holds its source_seq: the durable append takes the next one.
+      expect(yield* journal.emitLossy(ev("r", { n: 2 }))).toMatchObject({ _tag: "Accepted", sourceSeq: 2 })
+      expect(yield* journal.emitDurable(ev("r", { n: 3 }), A)).toMatchObject({ _tag: "Accepted", seq: 2, sourceSeq: 3 })
+      yield* journal.flush
+      const stored = yield* rows("r")
+      expect(stored.map((row) => [row.seq, row.source_seq])).toEqual([[0, 0], [1, 1], [2, 3], [3, 2]])
+      // Someone else's owner is refused by the fence and writes nothing.
+      expect((yield* Effect.flip(journal.emitDurable(ev("r", { n: 4 }), B))).code).toBe("fence_lost")
+      // A row already at the head's seq is a sequence conflict, named, and nothing is written.
+      yield* sql`INSERT INTO flows_journal_events
+        (run_id, seq, event_id, source_id, source_seq, emitted_at_ms, event_type, payload_json, meta_json)
+        VALUES ('r', 4, ${JournalEvent.makeEventId("r", "other", 0)}, 'other', 0, 0, 'x', '{}', 'null')`
+      const taken = yield* Effect.flip(journal.emitDurable(ev("r", { n: 5 }), A))
+      expect(taken.code, taken.message).toBe("sequence_conflict")
+      expect(taken.message).toContain("already has an entry at seq 4")
+      expect((yield* rows("r")).length).toBe(5)
+      const [head] = yield* sql<{ next_seq: unknown }>`SELECT next_seq FROM flows_journal_heads WHERE run_id = 'r'`
+      expect(Number(head!.next_seq)).toBe(4)
+    }).pipe(Effect.provide(journalHost(makeDatabase()))), timeout)
 
   it.live("a fence lost to another connection's steal blocks every fenced write of the old owner", () =>
     Effect.gen(function*() {
