@@ -69,6 +69,17 @@ const raisedExhaustion = (error: unknown): boolean => {
   return false
 }
 
+/** PostgreSQL's `flows_journal_append` found a row at the seq it allocated (`baton:seq_taken:<seq>`). */
+const raisedSeqTaken = (error: unknown, runId: string): Journal.JournalError | undefined => {
+  let current: unknown = error
+  for (let depth = 0; depth < 4 && typeof current === "object" && current !== null; depth++) {
+    const taken = /baton:seq_taken:(\d+)/.exec(String((current as { readonly message?: unknown }).message))
+    if (taken !== null) return Errors.seqTaken(runId, Number(taken[1]))
+    current = (current as { readonly cause?: unknown }).cause
+  }
+  return undefined
+}
+
 const decodeCursor = Schema.decodeUnknownEither(Schema.Int.pipe(Schema.between(-1, Number.MAX_SAFE_INTEGER - 1)))
 const decodeSeq = Schema.decodeUnknownEither(JournalEvent.Seq)
 const decodeLimit = Schema.decodeUnknownEither(Schema.Int.pipe(Schema.between(1, Journal.maxEntriesLimit)))
@@ -145,48 +156,40 @@ export const make = (
     // A companion id takes no key of its own (Companion.append keys the run it is about).
     const keyOf = (runId: string) => JournalEvent.isCompanionRunId(runId) ? {} : { key: runId }
 
-    const appendBehindFence = (admitted: Admitted, owner: OwnerId, fenceQuery: Statement.Fragment) =>
-      Effect.gen(function*() {
-        const { runId, sourceId } = admitted
+    /**
+     * The fast path's write: the fenced statement (PostgreSQL: one statement, so it goes out as a write of its
+     * own — autocommit when outermost, joined without a savepoint inside a transaction; SQLite: with the head's
+     * move, as a nested write). A missing fence and a taken seq wrote nothing and leave as outcomes.
+     */
+    const appendBehindFence = (admitted: Admitted, fenceQuery: Statement.Fragment) => {
+      const { runId, sourceId } = admitted
+      const body = Effect.gen(function*() {
         const prefix = JournalEvent.makeEventId(runId, sourceId, 0).slice(0, -1)
         const sourceFloor = Math.max(cache.floor(runId, sourceId) ?? 0, cache.hint(runId, sourceId))
         const result = yield* store.appendFenced(fenceQuery, admitted, prefix, sourceFloor)
-        switch (result._tag) {
-          case "NoFence":
-            // The losing path asks the strategy itself, so the error is the one `guard` names.
-            yield* fence(runId, owner)
-            return yield* Effect.fail(Errors.fenceLost(runId))
-          case "SeqTaken":
-            return yield* Effect.fail(Errors.seqTaken(runId, result.seq))
-          case "Appended": {
-            const { seq, sourceSeq } = result
-            if (seq >= maxSeq || sourceSeq >= Number.MAX_SAFE_INTEGER) return yield* Effect.fail(Errors.exhausted(runId))
-            cache.raiseFloor(runId, sourceId, sourceSeq + 1, false)
-            const entry: NewEntry = {
-              runId,
-              seq,
-              eventId: JournalEvent.makeEventId(runId, sourceId, sourceSeq),
-              sourceId,
-              sourceSeq,
-              emittedAtMs: admitted.emittedAtMs,
-              eventType: admitted.eventType,
-              payloadJson: admitted.payloadJson,
-              metaJson: admitted.metaJson
-            }
-            const key = contentKey(admitted.eventType, admitted.payloadJson, admitted.metaJson)
-            yield* DurableWriter.afterCommit(
-              Effect.zipRight(Effect.sync(() => cache.noteHead(runId, seq + 1)), publish([{ entry, contentKey: key }])),
-              sql
-            )
-            const receipt: Journal.DurableReceipt = {
-              _tag: "Accepted",
-              sourceSeq: sourceSeq as JournalEvent.SourceSeq,
-              seq: seq as JournalEvent.Seq
-            }
-            return receipt
-          }
+        if (result._tag !== "Appended") return result
+        const { seq, sourceSeq } = result
+        if (seq >= maxSeq || sourceSeq >= Number.MAX_SAFE_INTEGER) return yield* Effect.fail(Errors.exhausted(runId))
+        cache.raiseFloor(runId, sourceId, sourceSeq + 1, false)
+        const entry: NewEntry = {
+          runId,
+          seq,
+          eventId: JournalEvent.makeEventId(runId, sourceId, sourceSeq),
+          sourceId,
+          sourceSeq,
+          emittedAtMs: admitted.emittedAtMs,
+          eventType: admitted.eventType,
+          payloadJson: admitted.payloadJson,
+          metaJson: admitted.metaJson
         }
+        const key = contentKey(admitted.eventType, admitted.payloadJson, admitted.metaJson)
+        // Outside a managed transaction (PostgreSQL autocommit) the statement has committed already.
+        const update = Effect.zipRight(Effect.sync(() => cache.noteHead(runId, seq + 1)), publish([{ entry, contentKey: key }]))
+        if (!(yield* DurableWriter.afterCommit(update, sql)) && !(yield* DurableWriter.isInTransaction)) yield* update
+        return result
       })
+      return store.pg ? writer.statement(body, { key: runId }) : writer.write(body, { key: runId })
+    }
 
     const emitDurableWith = (operation: string, input: JournalEvent.Input, owner: OwnerId | undefined) =>
       Effect.gen(function*() {
@@ -200,13 +203,30 @@ export const make = (
           owner !== undefined && admitted.sourceSeq === undefined && fenceRow !== undefined && fenceRow.client === sql &&
           !JournalEvent.isCompanionRunId(admitted.runId)
         ) {
-          const fenced = appendBehindFence(admitted, owner, fenceRow.query(admitted.runId, owner))
-          return yield* writer.write(fenced, keyOf(admitted.runId)).pipe(
+          const outcome = yield* appendBehindFence(admitted, fenceRow.query(admitted.runId, owner)).pipe(
             Effect.catchTag("@baton/database/DatabaseError", (error) =>
               Effect.fail(
-                raisedExhaustion(error) ? Errors.exhausted(admitted.runId) : sink(operation)(error)
+                raisedExhaustion(error)
+                  ? Errors.exhausted(admitted.runId)
+                  : raisedSeqTaken(error, admitted.runId) ?? sink(operation)(error)
               ))
           )
+          switch (outcome._tag) {
+            case "NoFence":
+              // The losing path asks the strategy itself, so the error is the one `guard` names.
+              yield* fence(admitted.runId, owner)
+              return yield* Effect.fail(Errors.fenceLost(admitted.runId))
+            case "SeqTaken":
+              return yield* Effect.fail(Errors.seqTaken(admitted.runId, outcome.seq))
+            case "Appended": {
+              const receipt: Journal.DurableReceipt = {
+                _tag: "Accepted",
+                sourceSeq: outcome.sourceSeq as JournalEvent.SourceSeq,
+                seq: outcome.seq as JournalEvent.Seq
+              }
+              return receipt
+            }
+          }
         }
         const body = Effect.gen(function*() {
           if (owner !== undefined) yield* fence(admitted.runId, owner)

@@ -288,8 +288,10 @@ export const makeStore = (sql: SqlClient.SqlClient) => {
    * strategy's row query (one row while the owner holds the run). The entry's seq is the head, its
    * source_seq the larger of the stored floor and `sourceFloor` (what this process holds). Answers
    * `NoFence` when the fence row is absent (PostgreSQL locks it first, so that is final; SQLite re-reads it
-   * on this losing path), `SeqTaken` when a row already sits at the head's seq, nothing written in either.
-   * SQLite moves the head in a second statement; PostgreSQL's `flows_journal_append` moves it in the same.
+   * on this losing path), nothing written. A row already at the head's seq is `SeqTaken` on SQLite (nothing
+   * written) and fails the statement on PostgreSQL (`baton:seq_taken:<seq>`, the caller's transaction is
+   * spoilt as by any failed statement). SQLite moves the head in a second statement; PostgreSQL's
+   * `flows_journal_append` moves it in the same one.
    */
   const appendFenced = (
     fence: Statement.Fragment,
@@ -319,7 +321,6 @@ export const makeStore = (sql: SqlClient.SqlClient) => {
         if (rows.length === 0) return { _tag: "NoFence" } as const
         const pair = Array.isArray(rows[0]!.a) ? rows[0]!.a as ReadonlyArray<unknown> : []
         const seq = yield* storedSeq(pair[0], "journal head", runId, "next_seq")
-        if (Number(pair[1]) === -1) return { _tag: "SeqTaken", seq } as const
         return { _tag: "Appended", seq, sourceSeq: yield* storedSeq(pair[1], "journal row", runId, "source_seq") } as const
       }
       const rows = yield* sql<{ readonly seq: unknown; readonly source_seq: unknown }>`INSERT INTO flows_journal_events

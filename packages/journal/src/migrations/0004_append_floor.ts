@@ -2,9 +2,9 @@
  * PostgreSQL: `flows_journal_append(run_id, source_id, event_id_prefix, emitted_at_ms, event_types[],
  * payloads[], metas[], source_floor)`, the append of `0003_append_function` with two differences: the first
  * source_seq is at least `source_floor` (the producer's floor held in process, above entries still queued
- * on the lossy channel), and a row already at an allocated seq answers `[first seq, -1]` instead of failing
- * the statement, so the caller names the conflict and rolls its savepoint back. A fenced append calls it
- * from a statement whose first part locks the run's fence row, so guard and append are one round trip.
+ * on the lossy channel), and a row already at an allocated seq raises `baton:seq_taken:<seq>` (instead of
+ * a unique violation) so the caller can name the conflict. A fenced append calls it from a statement whose
+ * first part locks the run's fence row, so guard and append are one round trip.
  * SQLite needs nothing.
  *
  * @internal
@@ -48,7 +48,7 @@ export default Effect.gen(function*() {
     ON CONFLICT (run_id, seq) DO NOTHING;
     GET DIAGNOSTICS inserted = ROW_COUNT;
     IF inserted < n THEN
-      RETURN ARRAY[first_seq, -1];
+      RAISE EXCEPTION 'baton:seq_taken:%', first_seq;
     END IF;
     RETURN ARRAY[first_seq, first_source];
   END
