@@ -396,14 +396,26 @@ export const makeWith = (
             "put",
             a.runId,
             Effect.gen(function*() {
+              // The insert carries the fence (PostgreSQL locks the run row `FOR SHARE` first, as the read did);
+              // only a miss reads the fence to say why.
+              const inserted = pg
+                ? yield* sql`INSERT INTO flows_attempts (${columns})
+                  SELECT ${a.runId}::text, ${a.stepKeyDigest}::text, ${a.attempt}::bigint, ${a.state}::text,
+                    ${a.startedAtMs}::bigint, ${a.finishedAtMs ?? null}::bigint, ${a.heartbeatAtMs ?? null}::bigint,
+                    ${text(c.checkpoint)}::text, ${text(c.error)}::text, ${text(c.outcome)}::text, ${text(c.meta)}::text
+                  FROM flows_runs WHERE run_id = ${a.runId} AND status = 'running' AND ${Rows.ownerIs(sql, who)}
+                  FOR SHARE
+                  ON CONFLICT (run_id, step_key_digest, attempt) DO NOTHING RETURNING run_id`
+                : yield* sql`INSERT INTO flows_attempts (${columns})
+                  SELECT ${a.runId}, ${a.stepKeyDigest}, ${a.attempt}, ${a.state}, ${a.startedAtMs},
+                    ${a.finishedAtMs ?? null}, ${a.heartbeatAtMs ?? null}, ${text(c.checkpoint)}, ${text(c.error)},
+                    ${text(c.outcome)}, ${text(c.meta)}
+                  WHERE ${fence(a.runId, who)}
+                  ON CONFLICT (run_id, step_key_digest, attempt) DO NOTHING RETURNING run_id`
+              if (inserted.length > 0) return { _tag: "Inserted" } as PutResult
               const state = yield* runFence(a.runId, who)
               if (state === "missing") return { _tag: "RunNotFound" } as PutResult
               if (state === "lost") return { _tag: "FenceLost" } as PutResult
-              const inserted = yield* sql`INSERT INTO flows_attempts (${columns}) VALUES (${a.runId}, ${a.stepKeyDigest},
-                ${a.attempt}, ${a.state}, ${a.startedAtMs}, ${a.finishedAtMs ?? null}, ${a.heartbeatAtMs ?? null},
-                ${text(c.checkpoint)}, ${text(c.error)}, ${text(c.outcome)}, ${text(c.meta)})
-                ON CONFLICT (run_id, step_key_digest, attempt) DO NOTHING RETURNING run_id`
-              if (inserted.length > 0) return { _tag: "Inserted" } as PutResult
               if (config.putMode === "upsert") {
                 const upserted = yield* sql`UPDATE flows_attempts SET state = ${a.state}, started_at_ms = ${a.startedAtMs},
                   finished_at_ms = ${a.finishedAtMs ?? null}, heartbeat_at_ms = ${a.heartbeatAtMs ?? null},

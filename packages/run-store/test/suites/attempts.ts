@@ -7,6 +7,7 @@ import * as RunStore from "@baton/run-store/RunStore"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { expect, it } from "@effect/vitest"
 import { Data, Effect, Layer, Option } from "effect"
+import { captureSql } from "../support/capture.js"
 import { A, B, type MakeStack, pending } from "../support/stack.js"
 
 const base = { runId: "r", stepKeyDigest: "step", attempt: 0, state: "running", startedAtMs: 10, meta: { a: 1, b: [1, 2] } }
@@ -49,6 +50,19 @@ export const attemptsSuite = (makeStack: MakeStack) => {
       expect(yield* attempts.put({ ...base, runId: "nope" }, A)).toEqual({ _tag: "RunNotFound" })
       const stored = yield* attempts.get(base)
       expect(Option.getOrThrow(stored)).toEqual(base)
+    })))
+
+  it.effect("33: a put that inserts is one statement, the fence inside it; only a miss reads the fence", () =>
+    run(Effect.gen(function*() {
+      const attempts = yield* owned
+      const inserted = yield* captureSql(attempts.put(base, A))
+      expect(inserted.value).toEqual({ _tag: "Inserted" })
+      expect(inserted.statements.length).toBe(1)
+      expect(inserted.statements[0]).toMatch(/INSERT INTO flows_attempts/)
+      const lost = yield* captureSql(attempts.put({ ...base, attempt: 1 }, { ...A, nonce: "stale" }))
+      expect(lost.value).toEqual({ _tag: "FenceLost" })
+      expect(lost.statements.length).toBe(2)
+      expect(yield* attempts.get({ ...id, attempt: 1 })).toEqual(Option.none())
     })))
 
   it.effect("33: upsert mode rewrites in-progress attempts only", () =>
