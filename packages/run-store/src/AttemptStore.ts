@@ -367,6 +367,19 @@ export const makeWith = (
     const fence = (runId: string, owner: OwnerId) =>
       sql`EXISTS (SELECT 1 FROM flows_runs WHERE run_id = ${runId} AND status = 'running' AND ${Rows.ownerIs(sql, owner)})`
 
+    /**
+     * A guarded update's fence: PostgreSQL locks the run row `FOR SHARE` in a leading CTE (before the attempt
+     * row, the order the separate read had), SQLite checks the row in the predicate.
+     */
+    const guardedBy = (runId: string, owner: OwnerId) =>
+      pg
+        ? {
+          lead: sql`WITH fence AS MATERIALIZED (SELECT run_id FROM flows_runs WHERE run_id = ${runId}
+            AND status = 'running' AND ${Rows.ownerIs(sql, owner)} FOR SHARE)`,
+          holds: sql`EXISTS (SELECT 1 FROM fence)`
+        }
+        : { lead: sql``, holds: fence(runId, owner) }
+
     const idIs = (id: Attempts.AttemptIdValue) =>
       sql`run_id = ${id.runId} AND step_key_digest = ${id.stepKeyDigest} AND attempt = ${id.attempt}`
 
@@ -457,11 +470,11 @@ export const makeWith = (
             "heartbeat",
             id.runId,
             Effect.gen(function*() {
-              if (pg) yield* runFence(id.runId, who)
-              const updated = yield* sql`UPDATE flows_attempts
+              const guard = guardedBy(id.runId, who)
+              const updated = yield* sql`${guard.lead} UPDATE flows_attempts
                 SET heartbeat_at_ms = ${Dialect.greatest(sql)}(COALESCE(heartbeat_at_ms, ${now}), ${now}),
                   checkpoint_json = COALESCE(${text(cp)}, checkpoint_json)
-                WHERE ${idIs(id)} AND state IN ${inProgress} AND ${fence(id.runId, who)} RETURNING run_id`
+                WHERE ${idIs(id)} AND state IN ${inProgress} AND ${guard.holds} RETURNING run_id`
               if (updated.length > 0) return { _tag: "Updated" } as HeartbeatResult
               return { _tag: yield* classifyMiss(id, who) } as HeartbeatResult
             })
@@ -485,12 +498,13 @@ export const makeWith = (
             "finish",
             f.runId,
             Effect.gen(function*() {
-              if (pg) yield* runFence(f.runId, who)
-              const updated = yield* sql`UPDATE flows_attempts SET state = ${f.state}, finished_at_ms = ${f.finishedAtMs},
+              const guard = guardedBy(f.runId, who)
+              const updated = yield* sql`${guard.lead} UPDATE flows_attempts SET state = ${f.state},
+                  finished_at_ms = ${f.finishedAtMs},
                   error_json = COALESCE(${text(c.error)}, error_json),
                   outcome_json = COALESCE(${text(c.outcome)}, outcome_json),
                   meta_json = COALESCE(${text(c.meta)}, meta_json)
-                WHERE ${idIs(f)} AND state IN ${inProgress} AND ${fence(f.runId, who)} RETURNING run_id`
+                WHERE ${idIs(f)} AND state IN ${inProgress} AND ${guard.holds} RETURNING run_id`
               if (updated.length > 0) return { _tag: "Finished" } as FinishResult
               return { _tag: yield* classifyMiss(f, who) } as FinishResult
             })
@@ -514,13 +528,13 @@ export const makeWith = (
             "patch",
             target.runId,
             Effect.gen(function*() {
-              if (pg) yield* runFence(target.runId, who)
-              const updated = yield* sql`UPDATE flows_attempts
+              const guard = guardedBy(target.runId, who)
+              const updated = yield* sql`${guard.lead} UPDATE flows_attempts
                 SET checkpoint_json = COALESCE(${text(c.checkpoint)}, checkpoint_json),
                   error_json = COALESCE(${text(c.error)}, error_json),
                   outcome_json = COALESCE(${text(c.outcome)}, outcome_json),
                   meta_json = COALESCE(${text(c.meta)}, meta_json)
-                WHERE ${idIs(target)} AND ${fence(target.runId, who)} RETURNING run_id`
+                WHERE ${idIs(target)} AND ${guard.holds} RETURNING run_id`
               if (updated.length > 0) return { _tag: "Patched" } as PatchResult
               const present = yield* sql`SELECT 1 AS present FROM flows_attempts WHERE ${idIs(target)}`
               return (present.length === 0 ? { _tag: "NotFound" } : { _tag: "FenceLost" }) as PatchResult

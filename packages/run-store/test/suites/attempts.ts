@@ -52,7 +52,7 @@ export const attemptsSuite = (makeStack: MakeStack) => {
       expect(Option.getOrThrow(stored)).toEqual(base)
     })))
 
-  it.effect("33: a put that inserts is one statement, the fence inside it; only a miss reads the fence", () =>
+  it.effect("33: a put that inserts and a finish that lands are one statement each, the fence inside; only a miss reads the fence", () =>
     run(Effect.gen(function*() {
       const attempts = yield* owned
       const inserted = yield* captureSql(attempts.put(base, A))
@@ -63,6 +63,10 @@ export const attemptsSuite = (makeStack: MakeStack) => {
       expect(lost.value).toEqual({ _tag: "FenceLost" })
       expect(lost.statements.length).toBe(2)
       expect(yield* attempts.get({ ...id, attempt: 1 })).toEqual(Option.none())
+      // A guarded update that lands is one statement too, on either dialect.
+      const finished = yield* captureSql(attempts.finish({ ...id, state: "succeeded", finishedAtMs: 20 }, A))
+      expect(finished.value).toEqual({ _tag: "Finished" })
+      expect(finished.statements.length).toBe(1)
     })))
 
   it.effect("33: upsert mode rewrites in-progress attempts only", () =>
