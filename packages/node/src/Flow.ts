@@ -540,6 +540,14 @@ const durationOption = (field: string, input: unknown, minMs: number): Effect.Ef
  * @since 0.2.0
  * @category start
  */
+/**
+ * Entry types that may close a run's stream (`baton.run.completed`, `control.run.cancelled`, …): only these
+ * wake an await to read the run again; a step's entries do not. An end written under another type is still
+ * seen by the next poll.
+ */
+const ending = (eventType: string): boolean =>
+  eventType.endsWith(".completed") || eventType.endsWith(".failed") || eventType.endsWith(".cancelled")
+
 export const await_ = <A = unknown, E = unknown>(
   handle: Handle<A, E> | string,
   options?: AwaitOptions
@@ -565,7 +573,7 @@ export const await_ = <A = unknown, E = unknown>(
           Effect.sleep(Duration.millis(ms)),
           Effect.iterate(false, {
             while: (seen) => !seen,
-            body: () => Effect.map(Queue.takeBetween(changes, 1, 4096), (batch) => Chunk.some(batch, (e) => e.runId === runId))
+            body: () => Effect.map(Queue.takeBetween(changes, 1, 4096), (batch) => Chunk.some(batch, (e) => e.runId === runId && ending(e.eventType)))
           })
         )
     const loop = Effect.gen(function*() {
