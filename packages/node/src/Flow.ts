@@ -392,12 +392,17 @@ const availableAtOf = (options: StartOptions | undefined): Effect.Effect<number 
 
 /** Encode a typed input with the flow's schema: control decodes the encoded form. */
 const encodeInput = <I>(flow: Flow<I, any, any>, input: I, field: string) =>
-  Schema.encode(flow.input)(input).pipe(
+  Effect.suspend(() => Schema.encode(flow.input)(input)).pipe(
     Effect.mapError((error) => new ControlError.InvalidInput({ issue: issueOf(field, error) })),
     Effect.map(withoutUndefined),
     Effect.filterOrFail(
       (encoded) => isJson(encoded),
       (encoded) => new ControlError.InvalidInput({ issue: jsonIssue(encoded, field) ?? `${field}: is not JSON` })
+    ),
+    // Encoding reads the input: a getter or proxy trap that throws (or a transformation that does) is the
+    // caller's input refused, not a defect; what it threw is not repeated, as it may hold the value.
+    Effect.catchAllDefect(() =>
+      Effect.fail(new ControlError.InvalidInput({ issue: `${field}: could not be read (reading it threw)` }))
     )
   )
 
@@ -586,6 +591,9 @@ export const await_ = <A = unknown, E = unknown>(
       }
     })
     if (timeoutMs === undefined) return yield* loop
+    // A run that has ended answers whatever the timeout (also 0: "look, do not wait").
+    const first = yield* control.getRun(runId)
+    if (ControlSchema.isTerminalStatus(first.status)) return yield* outcomeOf(flow, first)
     return yield* loop.pipe(
       Effect.timeoutFail({ duration: Duration.millis(timeoutMs), onTimeout: () => new AwaitTimeout({ runId, timeoutMs }) })
     )

@@ -231,7 +231,24 @@ describe("Flow.start and Flow.await", () => {
       const poll = yield* Effect.flip(Flow.await(handle, { pollInterval: Number.NaN }))
       expect(poll.message).toBe("pollInterval: must be a finite duration of at least 1 ms")
       expect((yield* Flow.await(handle, { timeout: "10 seconds" }))._tag).toBe("Completed")
+      // An ended run answers even with no time to wait.
+      expect((yield* Flow.await(handle, { timeout: 0 }))._tag).toBe("Completed")
+      const pending = yield* Flow.start(double, { n: 5 }, { delay: "1 hour" })
+      expect((yield* Effect.flip(Flow.await(pending, { timeout: 0 })))._tag).toBe("AwaitTimeout")
       const before = yield* counts
+      // Reading the input throws (a getter): a typed refusal naming the field, nothing written, nothing thrown.
+      const trap = Object.defineProperty({}, "n", {
+        enumerable: true,
+        get: () => {
+          throw new Error("secret-value-7")
+        }
+      }) as { n: number }
+      const refused = yield* Effect.flip(Flow.start(double, trap))
+      expect(refused._tag).toBe("InvalidInput")
+      expect(refused.message).toBe("input: could not be read (reading it threw)")
+      const many = yield* Effect.flip(Flow.startMany(double, [{ n: 1 }, trap]))
+      expect(many.message).toContain("inputs[1]")
+      expect(many.message).not.toContain("secret-value-7")
       const notList = yield* Effect.flip(Flow.startMany(double, 5 as never))
       expect(notList.message).toBe("inputs: must be an iterable of inputs")
       const oneKey = yield* Effect.flip(Flow.startMany(double, [{ n: 1 }], { idempotencyKey: "k" } as never))
@@ -297,6 +314,16 @@ describe("Flow.start and Flow.await", () => {
       const [row] = yield* sql<{ attempt: number }>`SELECT attempt FROM control_runs WHERE run_id = ${handle.runId}`
       expect(Number(row!.attempt)).toBe(3)
     }).pipe(Effect.provide(runtime)))
+
+  it.live("a host claims a run put back for a retry at its time, not at its next sweep", () =>
+    Effect.gen(function*() {
+      flakyCalls = 0
+      // Sweeps 10 s apart: two retries found by sweeps alone would take longer than the await allows.
+      const handle = yield* Flow.start(flaky, { failures: 2 }, { retry: { maxAttempts: 3, initial: "50 millis", jitter: false } })
+      const outcome = yield* Flow.await(handle, { timeout: "8 seconds" })
+      expect(outcome).toEqual(Flow.Outcome.Completed({ runId: handle.runId, value: 3 }))
+      expect(flakyCalls).toBe(3)
+    }).pipe(Effect.provide(NodeRuntime.layerTest({ flows: [flaky], pollInterval: "10 seconds" }))))
 
   it.live("after the last attempt the run is failed with every attempt's error in its history", () =>
     Effect.gen(function*() {

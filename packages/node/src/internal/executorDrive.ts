@@ -55,6 +55,8 @@ export interface DriveEnd {
   readonly reason: EndReason
   readonly released: boolean
   readonly lapsed: boolean
+  /** Put back for a retry: the epoch ms it becomes available again (a host wakes then to claim it). */
+  readonly availableAtMs?: number | undefined
 }
 
 const maxResultBytes = 1024 * 1024
@@ -243,6 +245,7 @@ const retryLater = (env: DriveEnv, state: DriveState, error: Record<string, unkn
         { key: runId }
       )
     )
+    state.retryAtMs = availableAtMs
     return true
   }).pipe(
     Effect.catchAllCause((cause) =>
@@ -426,7 +429,8 @@ export const drive = (
       runId,
       reason: Option.getOrElse(state.endReason, () => "shutdown" as const),
       released,
-      lapsed
+      lapsed,
+      ...(state.retryAtMs === undefined ? {} : { availableAtMs: state.retryAtMs })
     } satisfies DriveEnd
   }).pipe(
     Effect.catchAllCause((cause) =>

@@ -47,6 +47,8 @@ export interface DriveState {
    * not yet written: they ride on the drive's first transaction (`withPrelude`).
    */
   prelude: Effect.Effect<void, unknown> | undefined
+  /** When the run was put back for a retry: the epoch ms it becomes available again. */
+  retryAtMs?: number | undefined
   /** Held while the prelude is written, so it is written once and before any later write. */
   readonly preludeLock: Effect.Semaphore
 }

@@ -9,7 +9,7 @@ import type * as AttemptStore from "@baton/run-store/AttemptStore"
 import * as Heartbeat from "@baton/run-store/Heartbeat"
 import type * as RunStore from "@baton/run-store/RunStore"
 import type * as SqlClient from "@effect/sql/SqlClient"
-import { Clock, Effect, Fiber, FiberSet, Option, PubSub, Queue, type Scope } from "effect"
+import { Clock, Duration, Effect, Fiber, FiberSet, Option, PubSub, Queue, type Scope } from "effect"
 import type * as Flow from "../Flow.js"
 import type * as HostIdentity from "../HostIdentity.js"
 import type * as ProcessLiveness from "../ProcessLiveness.js"
@@ -94,6 +94,7 @@ export interface HostCore extends CoreOptions {
 
 export const make = (options: CoreOptions): Effect.Effect<HostCore, never, Scope.Scope> =>
   Effect.gen(function*() {
+    const scope = yield* Effect.scope
     const events = yield* PubSub.sliding<HostEvent>(1024)
     // Made before the drives' fiber set, so it closes after them (finalizers run in reverse):
     // drives still settling at shutdown keep their leases.
@@ -166,6 +167,11 @@ export const make = (options: CoreOptions): Effect.Effect<HostCore, never, Scope
                   driven.delete(runId)
                   // A slot is free: look for the next run now rather than at the next sweep tick.
                   yield* wake
+                  // A run put back for a retry is claimable at its time: look again then, not a sweep later.
+                  if (end.availableAtMs !== undefined) {
+                    const inMs = end.availableAtMs - (yield* Clock.currentTimeMillis)
+                    yield* Effect.forkIn(Effect.delay(wake, Duration.millis(Math.max(0, inMs) + 5)), scope)
+                  }
                   if (end.lapsed) yield* publish({ _tag: "lapsed", runId })
                   if (end.released) yield* publish({ _tag: "released", runId, reason: end.reason })
                   else yield* publish({ _tag: "settled", runId, reason: end.reason })
