@@ -15,7 +15,7 @@ import { idSet } from "./sqlFragments.js"
 import type { PageRead } from "./sqlPage.js"
 import { readPage } from "./sqlPage.js"
 import type { RunRow } from "./sqlRows.js"
-import { readState, unreadableSummary, withLaunchedBy } from "./sqlRows.js"
+import { readState, unreadableSummary } from "./sqlRows.js"
 
 interface ChainEntry {
   readonly runId: string
@@ -43,15 +43,19 @@ export interface Projected {
   readonly error?: PersistenceError | undefined
 }
 
-const baseOf = (row: RunRow): Projected => {
+/** A summary being completed by `assemble`: a fresh object of this call, so it is filled in place. */
+type Draft = { -readonly [K in keyof RunSummary]: RunSummary[K] }
+
+// The state's summary, or the row's columns flagged; without `launchedBy`, which `assemble` sets.
+const baseOf = (row: RunRow): { readonly summary: Draft; readonly error?: PersistenceError | undefined } => {
   const reading = readState(row)
   switch (reading._tag) {
     case "Summary":
-      return { summary: withLaunchedBy(row, reading.summary) }
+      return { summary: reading.summary }
     case "Foreign":
-      return { summary: withLaunchedBy(row, unreadableSummary(row, reading.issue)) }
+      return { summary: unreadableSummary(row, reading.issue) }
     case "Corrupt":
-      return { summary: withLaunchedBy(row, unreadableSummary(row, reading.error.message)), error: reading.error }
+      return { summary: unreadableSummary(row, reading.error.message), error: reading.error }
   }
 }
 
@@ -135,20 +139,23 @@ export const assemble = (
       const waits = waitsByAncestor.get(row.runId)
       const terminal = isTerminalStatus(base.status)
       const cancellation = attribution.get(row.runId)
-      const summary: RunSummary = {
-        ...base,
-        ...(waits !== undefined && waits.length > 0 && !terminal && waits.some((w) => w.reason === "approval")
-          ? { status: "waiting-approval" as const }
-          : {}),
-        ...(waits !== undefined && waits.length > 0 ? { pendingWaits: waits } : {}),
-        ...(row.pendingResume === null || terminal ? {} : { pendingResume: row.pendingResume }),
-        ...(parentRunId === undefined ? {} : { parentRunId }),
-        ...(lineageId === undefined ? {} : { lineageId }),
-        ...(roundOrdinal === undefined ? {} : { roundOrdinal }),
-        ...(origin === undefined ? {} : { origin }),
-        ...(row.waitingReason === null ? {} : { waitingReason: row.waitingReason }),
-        ...(cancellation === undefined ? {} : { cancellation }),
-        ...(error === undefined ? {} : { readable: false as const, issue: error.message })
+      // Assigned in place, in the order (and so with the member order) of spreading each over the base.
+      const summary = base
+      if (row.principal !== undefined) summary.launchedBy = row.principal
+      if (waits !== undefined && waits.length > 0) {
+        if (!terminal && waits.some((w) => w.reason === "approval")) summary.status = "waiting-approval"
+        summary.pendingWaits = waits
+      }
+      if (row.pendingResume !== null && !terminal) summary.pendingResume = row.pendingResume
+      if (parentRunId !== undefined) summary.parentRunId = parentRunId
+      if (lineageId !== undefined) summary.lineageId = lineageId
+      if (roundOrdinal !== undefined) summary.roundOrdinal = roundOrdinal
+      if (origin !== undefined) summary.origin = origin
+      if (row.waitingReason !== null) summary.waitingReason = row.waitingReason
+      if (cancellation !== undefined) summary.cancellation = cancellation
+      if (error !== undefined) {
+        summary.readable = false
+        summary.issue = error.message
       }
       return { summary, error }
     })

@@ -104,12 +104,80 @@ export const corrupt = (column: string, subject: string, rule: string, path?: st
     message: `${subject}: ${column}${path === undefined || path === "" ? "" : ` at ${path}`}: ${rule}`
   })
 
+/** A check of one scalar member type (a string, a number, a boolean, literals); `undefined` for any other. */
+const scalarCheck = (ast: SchemaAST.AST): ((value: unknown) => boolean) | undefined => {
+  switch (ast._tag) {
+    case "StringKeyword":
+      return (value) => typeof value === "string"
+    case "NumberKeyword":
+      return (value) => typeof value === "number"
+    case "BooleanKeyword":
+      return (value) => typeof value === "boolean"
+    case "Literal": {
+      const literal = ast.literal
+      return (value) => value === literal
+    }
+    case "UndefinedKeyword":
+      // A stored value never holds undefined: such a member is left to the schema.
+      return () => false
+    case "Union": {
+      const checks = ast.types.map(scalarCheck)
+      if (checks.some((c) => c === undefined)) return undefined
+      if (ast.types.every((t) => t._tag === "Literal" || t._tag === "UndefinedKeyword")) {
+        const literals = new Set(ast.types.flatMap((t) => (t._tag === "Literal" ? [t.literal] : [])))
+        return (value) => literals.has(value as SchemaAST.LiteralValue)
+      }
+      return (value) => checks.some((c) => c!(value))
+    }
+    default:
+      return undefined
+  }
+}
+
+/**
+ * The common case of a struct decoded without the schema's interpreter: an object whose members are all
+ * declared, scalar (see `scalarCheck`) and of their declared type decodes to a copy of those members in
+ * declaration order, as the schema answers it. Anything else (a missing required member, a member of
+ * another type, a structured or refined member, an undeclared one) answers `undefined`, and the schema
+ * decides, so the answer and every failure are the schema's own. `undefined` for a schema that is not a
+ * plain struct.
+ */
+const plainStruct = (ast: SchemaAST.AST): ((input: unknown) => object | undefined) | undefined => {
+  if (ast._tag !== "TypeLiteral" || ast.indexSignatures.length > 0) return undefined
+  if (ast.propertySignatures.some((p) => typeof p.name !== "string")) return undefined
+  const members = ast.propertySignatures.map((p) => ({
+    name: p.name as string,
+    optional: p.isOptional,
+    check: scalarCheck(p.type)
+  }))
+  return (input) => {
+    if (typeof input !== "object" || input === null || Array.isArray(input)) return undefined
+    const record = input as Record<string, unknown>
+    const out: Record<string, unknown> = {}
+    let present = 0
+    for (const member of members) {
+      const value = record[member.name]
+      if (value === undefined) {
+        if (!member.optional) return undefined
+        continue
+      }
+      if (member.check === undefined || !member.check(value) || !Object.hasOwn(record, member.name)) return undefined
+      out[member.name] = value
+      present++
+    }
+    // Undeclared or undefined-valued members: the schema decides what they mean.
+    return Object.keys(record).length === present ? out : undefined
+  }
+}
+
 /**
  * A decoder of one stored column: `schema` applied to the value (or, with `json`, to the parsed text);
  * a failure is `corrupt(column, subject, rule, path)` and carries no cause (the cause would hold the value).
+ * A plain struct's common case skips the schema's interpreter (see `plainStruct`), with the same answer.
  */
 export const decoder = <A, I>(schema: Schema.Schema<A, I>, column: string, options?: { readonly json?: boolean }) => {
   const decode = Schema.decodeUnknownEither(schema)
+  const plain = plainStruct(schema.ast)
   const names = declaredNames(schema.ast)
   return (value: unknown, subject: string): Either.Either<A, PersistenceError> => {
     let input = value
@@ -121,6 +189,8 @@ export const decoder = <A, I>(schema: Schema.Schema<A, I>, column: string, optio
         return Either.left(corrupt(column, subject, "is not JSON"))
       }
     }
+    const fast = plain?.(input)
+    if (fast !== undefined) return Either.right(fast as A)
     const result = decode(input)
     if (Either.isRight(result)) return Either.right(result.right)
     const issues = ParseResult.ArrayFormatter.formatErrorSync(result.left)
