@@ -139,8 +139,8 @@ const scalarCheck = (ast: SchemaAST.AST): ((value: unknown) => boolean) | undefi
  * declared, scalar (see `scalarCheck`) and of their declared type decodes to a copy of those members in
  * declaration order, as the schema answers it. Anything else (a missing required member, a member of
  * another type, a structured or refined member, an undeclared one) answers `undefined`, and the schema
- * decides, so the answer and every failure are the schema's own. `undefined` for a schema that is not a
- * plain struct.
+ * decides, so the answer and every failure are the schema's own. The values it meets are parsed JSON (own
+ * enumerable members only). `undefined` for a schema that is not a plain struct.
  */
 const plainStruct = (ast: SchemaAST.AST): ((input: unknown) => object | undefined) | undefined => {
   if (ast._tag !== "TypeLiteral" || ast.indexSignatures.length > 0) return undefined
@@ -150,23 +150,27 @@ const plainStruct = (ast: SchemaAST.AST): ((input: unknown) => object | undefine
     optional: p.isOptional,
     check: scalarCheck(p.type)
   }))
+  const position = new Map(members.map((m, i) => [m.name, i]))
+  const required = members.flatMap((m, i) => (m.optional ? [] : [i]))
   return (input) => {
     if (typeof input !== "object" || input === null || Array.isArray(input)) return undefined
     const record = input as Record<string, unknown>
-    const out: Record<string, unknown> = {}
-    let present = 0
-    for (const member of members) {
-      const value = record[member.name]
-      if (value === undefined) {
-        if (!member.optional) return undefined
-        continue
-      }
-      if (member.check === undefined || !member.check(value) || !Object.hasOwn(record, member.name)) return undefined
-      out[member.name] = value
-      present++
+    // The value's own members are visited (a stored summary has a few of the many declared), then the
+    // answer is built in declaration order.
+    const values: Array<unknown> = new Array(members.length)
+    for (const name of Object.keys(record)) {
+      const i = position.get(name)
+      // Undeclared or undefined-valued members: the schema decides what they mean.
+      if (i === undefined) return undefined
+      const value = record[name]
+      const check = members[i]!.check
+      if (value === undefined || check === undefined || !check(value)) return undefined
+      values[i] = value
     }
-    // Undeclared or undefined-valued members: the schema decides what they mean.
-    return Object.keys(record).length === present ? out : undefined
+    for (const i of required) if (values[i] === undefined) return undefined
+    const out: Record<string, unknown> = {}
+    for (let i = 0; i < members.length; i++) if (values[i] !== undefined) out[members[i]!.name] = values[i]
+    return out
   }
 }
 
