@@ -77,4 +77,21 @@ describe.skipIf(url === undefined)("run paging below the settled number (Postgre
       const rest = yield* rt.queryRuns({ limit: 2, order: "oldest", cursor: first.nextCursor! })
       expect(rest.items.map((r) => r.runId)).toEqual(["a1", "a2"])
     }).pipe(Effect.provide(sqlRuntime(pgDatabase(url!)))))
+
+  it.scopedLive("a page read below a number known settled still never passes an open create above it", () =>
+    Effect.gen(function*() {
+      const store = yield* RunStore.RunStore
+      const rt = yield* ControlRuntime.ControlRuntime
+      for (const id of ["r1", "r2"]) yield* store.create(id, JSON.stringify({ flowName: "E" }))
+      for (const id of ["x1", "x2", "x3", "x4"]) yield* store.create(id, JSON.stringify({ flowName: "F" }))
+      // This page settles numbers 1 to 6, so the next one starts well below them, with no settle read first.
+      const filters = { flowId: "E" }
+      const first = yield* rt.queryRuns({ filters, limit: 1, order: "oldest" })
+      expect(first.items.map((r) => r.runId)).toEqual(["r1"])
+      // Its rows run past 6 (held is 7, a1 and a2 8 and 9): without waiting it would be r2 and a1.
+      const second = yield* heldCreate(rt.queryRuns({ filters, limit: 2, order: "oldest", cursor: first.nextCursor! }), ["a1", "a2"])
+      expect(second.items.map((r) => r.runId)).toEqual(["r2", "held"])
+      const rest = yield* rt.queryRuns({ filters, limit: 2, order: "oldest", cursor: second.nextCursor! })
+      expect(rest.items.map((r) => r.runId)).toEqual(["a1", "a2"])
+    }).pipe(Effect.provide(sqlRuntime(pgDatabase(url!)))))
 })

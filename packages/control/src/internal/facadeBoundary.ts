@@ -4,7 +4,7 @@
  * `toJSON`, proxies' `get` traps and later caller mutation cannot influence
  * what is decided or written.
  */
-import { Effect, Schema } from "effect"
+import { Effect, Either, type ParseResult, Schema } from "effect"
 import * as ControlError from "../ControlError.js"
 import { arrayLength, isDurableText, isDurableTextOfLength } from "./canonical.js"
 import { describeIssue, renderPath as render } from "./schemaIssue.js"
@@ -142,10 +142,31 @@ export const admit = <A, I>(
       // A proxy or exotic object whose descriptor traps throw is refused too.
       return Effect.fail(new ControlError.InvalidInput({ issue: `${operation}: input is not inert JSON data` }))
     }
-    return Schema.decodeUnknown(schema, { onExcessProperty: "error" })(copied).pipe(
-      Effect.mapError((error) => new ControlError.InvalidInput({ issue: `${operation}: invalid mutation at ${describeIssue(error)}` }))
-    )
+    const decoded = syncDecoder(schema)(copied)
+    if (Either.isRight(decoded)) return Effect.succeed(decoded.right)
+    // A schema that cannot decode synchronously is decoded as an Effect, with the same answer.
+    if (decoded.left.issue._tag === "Forbidden") {
+      return Schema.decodeUnknown(schema, { onExcessProperty: "error" })(copied).pipe(
+        Effect.mapError((error) => invalidAt(operation, error))
+      )
+    }
+    return Effect.fail(invalidAt(operation, decoded.left))
   })
+
+const invalidAt = (operation: string, error: ParseResult.ParseError) =>
+  new ControlError.InvalidInput({ issue: `${operation}: invalid mutation at ${describeIssue(error)}` })
+
+// Input schemas are module constants: each one's decoder is built once.
+const syncDecoders = new WeakMap<Schema.Schema.Any, (input: unknown) => Either.Either<unknown, ParseResult.ParseError>>()
+
+const syncDecoder = <A, I>(schema: Schema.Schema<A, I>): (input: unknown) => Either.Either<A, ParseResult.ParseError> => {
+  let decode = syncDecoders.get(schema)
+  if (decode === undefined) {
+    decode = Schema.decodeUnknownEither(schema, { onExcessProperty: "error" })
+    syncDecoders.set(schema, decode)
+  }
+  return decode as (input: unknown) => Either.Either<A, ParseResult.ParseError>
+}
 
 /** A top-level durable-text field and the issue it fails with. */
 export interface TextRule {

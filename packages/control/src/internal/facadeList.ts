@@ -39,7 +39,12 @@ const RunCursorText = Schema.parseJson(Schema.Struct({
   runId: Schema.String
 }))
 const decodeRunCursor = Schema.decodeUnknownEither(RunCursorText)
-const encodeRunCursor = Schema.encodeSync(RunCursorText)
+type RunCursorFields = typeof RunCursorText.Type
+
+// What encoding through `RunCursorText` writes (its members in declaration order, as JSON), without the
+// schema's interpreter: every page with a next page hands one out, from values the listing produced.
+const encodeRunCursor = (cursor: RunCursorFields): string =>
+  JSON.stringify({ version: cursor.version, filters: cursor.filters, rowSeq: cursor.rowSeq, runId: cursor.runId })
 
 type RunFilters = ControlSchema.RunListFilters
 

@@ -113,16 +113,31 @@ export const makeListing = (ctx: SqlContext) => {
       return limit
     })
 
+  // The highest run number this runtime has seen settled on PostgreSQL (see `sqlSettled`): a settled
+  // number stays settled (run numbers only ever come from the sequence, which never moves back), so a
+  // page whose rows are all at or below it needs no settle read of its own.
+  let settledUpTo: number | undefined
+  const noteSettled = (last: number) => {
+    if (settledUpTo === undefined || last > settledUpTo) settledUpTo = last
+  }
+
   // A cursor is the key of the last row a page selected: a (rowSeq, runId) naming no such row is forged
   // (or its run was deleted since) and would silently skip runs. The page statement reads the cursor's row.
   const queryRuns = (query: RunQuery): Effect.Effect<RunPage, InvalidInput | import("../ControlError.js").PersistenceError> =>
     Effect.gen(function*() {
       const limit = yield* checkQuery(query)
       const operation = "list runs"
-      // PostgreSQL reads how far run numbers have settled first; SQLite numbers runs in commit order.
-      const settle = ctx.isPostgres ? yield* settleState(ctx, operation) : undefined
       const read = (bound?: number) =>
         readPage(ctx, (tables) => selectionOf({ ...query, limit }, tables, bound), operation, query.cursor?.runId)
+      // PostgreSQL reads how far run numbers have settled before its page (SQLite numbers runs in commit
+      // order), unless a full page here can lie at or below the number it already knows settled (an
+      // oldest-first page's 51 rows reach at least 51 past its cursor; a newest-first one lies below it).
+      const known = settledUpTo
+      const after = query.cursor?.rowSeq ?? 0
+      const withinKnown = known !== undefined && (query.order === "newest"
+        ? query.cursor !== undefined && query.cursor.rowSeq <= known + 1
+        : after + limit + 1 <= known)
+      const settle = ctx.isPostgres && !withinKnown ? yield* settleState(ctx, operation) : undefined
       let page = yield* read()
       if (query.cursor !== undefined && page.cursorRowSeq !== query.cursor.rowSeq) {
         return yield* Effect.fail(new InvalidInput({ issue: cursorIssue }))
@@ -137,10 +152,22 @@ export const makeListing = (ctx: SqlContext) => {
         const listed = page.rows.slice(0, limit)
         if (settle.holders.length > 0 || listed.some((r) => r.rowSeq > settle.last)) {
           yield* awaitEnded(ctx, operation, "flows_runs", settle.holders)
+          noteSettled(settle.last)
           page = yield* read(settle.last)
           more = page.rows.length > limit
         } else {
+          noteSettled(settle.last)
           more = page.rows[limit]!.rowSeq <= settle.last
+        }
+      } else if (more && withinKnown && ctx.isPostgres && page.rows.some((r) => r.rowSeq > known)) {
+        // Read without a settle read, and past the known number: settle now, then read again (the page
+        // above was read before the settle read, so it may miss a create that committed in between).
+        const late = yield* settleState(ctx, operation)
+        if (late !== undefined) {
+          yield* awaitEnded(ctx, operation, "flows_runs", late.holders)
+          noteSettled(late.last)
+          page = yield* read(late.last)
+          more = page.rows.length > limit
         }
       }
       const selected = page.rows.slice(0, limit)

@@ -312,8 +312,42 @@ export const makeOwnership = (ctx: SqlContext) => {
 
   type Pinned = (flowId: string, digest: string) => Effect.Effect<boolean | undefined, PersistenceError>
 
-  // The drift rule, once: the recorded flow code against the catalog's (a pinned flow overrides it),
-  // and the recorded engine against this runtime's.
+  // The drift rule, once: the recorded flow code against the catalog's (a pinned flow overrides it:
+  // `pinned` is the pin hook's answer, `undefined` without one), and the recorded engine against this
+  // runtime's.
+  const driftRule = (
+    runId: string,
+    flowId: string,
+    code: Code,
+    catalog: ReadonlyArray<DurableFlow>,
+    pinned: boolean | undefined
+  ): CodeDrift | undefined => {
+    const recorded = code.executionDigest
+    const entry = catalog.find((f) => f.flowId === flowId)
+    let current = entry?.executionDigest
+    let flowGone = entry === undefined
+    if (pinned === true) {
+      current = recorded
+      flowGone = false
+    } else if (pinned === false) {
+      current = undefined
+      flowGone = true
+    }
+    const flowDrift = recorded !== undefined && (flowGone || current !== recorded)
+    const recordedEngine = code.engineVersion
+    const currentEngine = ctx.options.engineVersion
+    const engineDrift = recordedEngine !== undefined && currentEngine !== undefined && recordedEngine !== currentEngine
+    if (!flowDrift && !engineDrift) return undefined
+    return new CodeDrift({
+      runId,
+      flowId,
+      ...(flowDrift ? { recorded } : {}),
+      ...(flowDrift && current !== undefined ? { current } : {}),
+      ...(engineDrift ? { recordedEngine, currentEngine } : {})
+    })
+  }
+
+  // `driftRule` after asking the pin hook, when there is one and the run records a flow digest.
   const driftOf = (
     runId: string,
     flowId: string,
@@ -321,34 +355,9 @@ export const makeOwnership = (ctx: SqlContext) => {
     catalog: ReadonlyArray<DurableFlow>,
     pinnedFlow: Pinned | undefined
   ): Effect.Effect<CodeDrift | undefined, PersistenceError> =>
-    Effect.gen(function*() {
-      const recorded = code.executionDigest
-      const entry = catalog.find((f) => f.flowId === flowId)
-      let current = entry?.executionDigest
-      let flowGone = entry === undefined
-      if (pinnedFlow !== undefined && recorded !== undefined) {
-        const pinned = yield* pinnedFlow(flowId, recorded)
-        if (pinned === true) {
-          current = recorded
-          flowGone = false
-        } else if (pinned === false) {
-          current = undefined
-          flowGone = true
-        }
-      }
-      const flowDrift = recorded !== undefined && (flowGone || current !== recorded)
-      const recordedEngine = code.engineVersion
-      const currentEngine = ctx.options.engineVersion
-      const engineDrift = recordedEngine !== undefined && currentEngine !== undefined && recordedEngine !== currentEngine
-      if (!flowDrift && !engineDrift) return undefined
-      return new CodeDrift({
-        runId,
-        flowId,
-        ...(flowDrift ? { recorded } : {}),
-        ...(flowDrift && current !== undefined ? { current } : {}),
-        ...(engineDrift ? { recordedEngine, currentEngine } : {})
-      })
-    })
+    pinnedFlow === undefined || code.executionDigest === undefined
+      ? Effect.succeed(driftRule(runId, flowId, code, catalog, undefined))
+      : Effect.map(pinnedFlow(flowId, code.executionDigest), (pinned) => driftRule(runId, flowId, code, catalog, pinned))
 
   const codeDrift = (runId: string): Effect.Effect<CodeDrift | undefined, RunNotFound | PersistenceError> =>
     Effect.gen(function*() {
@@ -412,6 +421,12 @@ export const makeOwnership = (ctx: SqlContext) => {
         })
       const drifts = new Map<string, CodeDrift>()
       for (const [runId, { code, flowId }] of recorded) {
+        // Without a pin hook to ask, the rule needs no Effect step per run.
+        if (pinned === undefined || code.executionDigest === undefined) {
+          const drift = driftRule(runId, flowId, code, catalog, undefined)
+          if (drift !== undefined) drifts.set(runId, drift)
+          continue
+        }
         const drift = yield* Effect.either(driftOf(runId, flowId, code, catalog, pinned))
         if (drift._tag === "Right" && drift.right !== undefined) drifts.set(runId, drift.right)
       }

@@ -132,11 +132,52 @@ export const evidenceTypes: ReadonlyArray<string> = [...CancelEvidence.evidenceE
 
 const terminal = "('completed', 'failed', 'cancelled')"
 
-const parseArray = <A>(operation: string, text: unknown, column: string): Effect.Effect<ReadonlyArray<A>, PersistenceError> =>
-  Effect.try({
-    try: () => JSON.parse(String(text)) as ReadonlyArray<A>,
-    catch: () => persistenceError(operation, `page read: ${column} is not a JSON array`)
-  })
+// Which answered column did not parse.
+class PageColumn {
+  constructor(readonly column: string) {}
+}
+
+const parseArray = (text: unknown, column: string): ReadonlyArray<Values> => {
+  try {
+    return JSON.parse(String(text)) as ReadonlyArray<Values>
+  } catch {
+    throw new PageColumn(column)
+  }
+}
+
+// The page statement's one row: each array column parsed, its elements read by position.
+const decodeRead = (row: RawRow, order: "ASC" | "DESC"): PageRead => ({
+  rows: parseArray(row.runs, "runs").map(toRowFromValues).sort(
+    order === "ASC" ? (a, b) => a.rowSeq - b.rowSeq : (a, b) => b.rowSeq - a.rowSeq
+  ),
+  cursorRowSeq: row.cursor_seq === null || row.cursor_seq === undefined ? undefined : Number(row.cursor_seq),
+  chain: parseArray(row.chain, "chain").map(([run_id, parent_run_id, spawn_parent, cancel_at]) => ({
+    run_id: run_id as string,
+    parent_run_id: parent_run_id as string | null,
+    spawn_parent: spawn_parent as string | null,
+    cancel_at: cancel_at as number | null
+  })),
+  waits: parseArray(row.waits, "waits").map((
+    [ancestor_id, wait_id, depth, waiting_reason, waiting_token, waiting_request, created_at_ms, wait_flow, execution_flow]
+  ) => ({
+    ancestor_id: ancestor_id as string,
+    wait_id: wait_id as string,
+    depth: Number(depth),
+    waiting_reason: waiting_reason as string,
+    waiting_token: waiting_token as string | null,
+    waiting_request: waiting_request as string | null,
+    created_at_ms: Number(created_at_ms),
+    wait_flow: wait_flow as string | null,
+    execution_flow: execution_flow as string | null
+  })),
+  events: parseArray(row.events, "events").map(([run_id, seq, event_type, payload_json, emitted_at_ms]) => ({
+    run_id: run_id as string,
+    seq: Number(seq),
+    event_type: event_type as string,
+    payload_json: payload_json as string,
+    emitted_at_ms: Number(emitted_at_ms)
+  }))
+})
 
 /**
  * The selected rows and what their projection reads (see the module comment), reading the row of
@@ -283,52 +324,33 @@ const pageStatement = (
   cursorRunId: string | undefined,
   report: boolean,
   operation: string
-) =>
-  Effect.gen(function*() {
-    const { sql } = ctx
-    const order = selection.keyset?.order ?? "ASC"
-    const keyset = selection.keyset === undefined
-      ? sql``
-      : sql`ORDER BY r.row_seq ${sql.literal(order)} LIMIT ${selection.keyset.limit}`
-    const walk = selection.approvalWalk ? sql`${waitWalkCtes(ctx, found.spawnEdges, ["approval"])},` : sql``
-    const cursor = cursorRunId === undefined ? sql`NULL` : sql`(SELECT row_seq FROM flows_runs WHERE run_id = ${cursorRunId})`
-    const { ctes, select } = staticParts(ctx, found, report)
-    const [row] = yield* sql<RawRow>`WITH RECURSIVE ${walk}
+) => {
+  const { sql } = ctx
+  const order = selection.keyset?.order ?? "ASC"
+  const keyset = selection.keyset === undefined
+    ? sql``
+    : sql`ORDER BY r.row_seq ${sql.literal(order)} LIMIT ${selection.keyset.limit}`
+  const walk = selection.approvalWalk ? sql`${waitWalkCtes(ctx, found.spawnEdges, ["approval"])},` : sql``
+  const cursor = cursorRunId === undefined ? sql`NULL` : sql`(SELECT row_seq FROM flows_runs WHERE run_id = ${cursorRunId})`
+  const { ctes, select } = staticParts(ctx, found, report)
+  return Effect.flatMap(
+    sql<RawRow>`WITH RECURSIVE ${walk}
       page AS MATERIALIZED (SELECT ${runColumns(ctx)} FROM ${runFrom(ctx)} ${selection.where} ${keyset}),
       ${sql.literal(ctes)}
-      SELECT ${cursor} AS cursor_seq, ${sql.literal(select)}`
-    const runs = yield* parseArray<ReadonlyArray<unknown>>(operation, row!.runs, "runs")
-    const read: PageRead = {
-      rows: runs.map(toRowFromValues).sort(order === "ASC" ? (a, b) => a.rowSeq - b.rowSeq : (a, b) => b.rowSeq - a.rowSeq),
-      cursorRowSeq: row!.cursor_seq === null || row!.cursor_seq === undefined ? undefined : Number(row!.cursor_seq),
-      chain: (yield* parseArray<Values>(operation, row!.chain, "chain")).map(([run_id, parent_run_id, spawn_parent, cancel_at]) => ({
-        run_id: run_id as string,
-        parent_run_id: parent_run_id as string | null,
-        spawn_parent: spawn_parent as string | null,
-        cancel_at: cancel_at as number | null
-      })),
-      waits: (yield* parseArray<Values>(operation, row!.waits, "waits")).map((
-        [ancestor_id, wait_id, depth, waiting_reason, waiting_token, waiting_request, created_at_ms, wait_flow, execution_flow]
-      ) => ({
-        ancestor_id: ancestor_id as string,
-        wait_id: wait_id as string,
-        depth: Number(depth),
-        waiting_reason: waiting_reason as string,
-        waiting_token: waiting_token as string | null,
-        waiting_request: waiting_request as string | null,
-        created_at_ms: Number(created_at_ms),
-        wait_flow: wait_flow as string | null,
-        execution_flow: execution_flow as string | null
-      })),
-      events: (yield* parseArray<Values>(operation, row!.events, "events")).map(([run_id, seq, event_type, payload_json, emitted_at_ms]) => ({
-        run_id: run_id as string,
-        seq: Number(seq),
-        event_type: event_type as string,
-        payload_json: payload_json as string,
-        emitted_at_ms: Number(emitted_at_ms)
-      }))
+      SELECT ${cursor} AS cursor_seq, ${sql.literal(select)}`,
+    ([row]) => {
+      // The four arrays are decoded in one step (a page is read often, and each Effect step costs); any
+      // other throw is a defect, as a bug is.
+      let read: PageRead
+      try {
+        read = decodeRead(row!, order)
+      } catch (cause) {
+        if (!(cause instanceof PageColumn)) throw cause
+        return Effect.fail(persistenceError(operation, `page read: ${cause.column} is not a JSON array`))
+      }
+      return Effect.succeed({ read, used: found, tables: report ? tablesOf(row!) : found })
     }
-    return { read, used: found, tables: report ? tablesOf(row!) : found }
-  })
+  )
+}
 
 type Values = ReadonlyArray<unknown>

@@ -12,10 +12,10 @@ import * as Lineage from "../Lineage.js"
 import * as CancelEvidence from "./cancelEvidence.js"
 import type { SqlContext } from "./sqlContext.js"
 import { idSet } from "./sqlFragments.js"
-import type { PageRead } from "./sqlPage.js"
+import type { PageRead, WaitRow } from "./sqlPage.js"
 import { readPage } from "./sqlPage.js"
 import type { RunRow } from "./sqlRows.js"
-import { readState, unreadableSummary, withLaunchedBy } from "./sqlRows.js"
+import { readState, unreadableSummary } from "./sqlRows.js"
 
 interface ChainEntry {
   readonly runId: string
@@ -43,15 +43,19 @@ export interface Projected {
   readonly error?: PersistenceError | undefined
 }
 
-const baseOf = (row: RunRow): Projected => {
+/** A summary being completed by `assemble`: a fresh object of this call, so it is filled in place. */
+type Draft = { -readonly [K in keyof RunSummary]: RunSummary[K] }
+
+// The state's summary, or the row's columns flagged; without `launchedBy`, which `assemble` sets.
+const baseOf = (row: RunRow): { readonly summary: Draft; readonly error?: PersistenceError | undefined } => {
   const reading = readState(row)
   switch (reading._tag) {
     case "Summary":
-      return { summary: withLaunchedBy(row, reading.summary) }
+      return { summary: reading.summary }
     case "Foreign":
-      return { summary: withLaunchedBy(row, unreadableSummary(row, reading.issue)) }
+      return { summary: unreadableSummary(row, reading.issue) }
     case "Corrupt":
-      return { summary: withLaunchedBy(row, unreadableSummary(row, reading.error.message)), error: reading.error }
+      return { summary: unreadableSummary(row, reading.error.message), error: reading.error }
   }
 }
 
@@ -63,96 +67,114 @@ const baseOf = (row: RunRow): Projected => {
 export const assemble = (
   rows: ReadonlyArray<RunRow>,
   read: Omit<PageRead, "rows">
-): Effect.Effect<ReadonlyArray<Projected>> =>
-  Effect.gen(function*() {
-    if (rows.length === 0) return []
-    const bases = rows.map(baseOf)
-    const chains = new Map<string, ChainEntry>()
-    const spawnOf = new Map(read.chain.map((c) => [c.run_id, c.spawn_parent ?? undefined]))
-    // The rows' own entries come from the rows as given; their ancestors' from the statement.
-    for (const row of rows) {
-      chains.set(row.runId, {
-        runId: row.runId,
-        parentRunId: row.parentRunId ?? spawnOf.get(row.runId),
-        cancelRequestedAt: row.cancelRequestedAtMs ?? undefined
-      })
-    }
-    for (const c of read.chain) {
-      if (chains.has(c.run_id)) continue
-      chains.set(c.run_id, {
-        runId: c.run_id,
-        parentRunId: c.parent_run_id ?? c.spawn_parent ?? undefined,
-        cancelRequestedAt: c.cancel_at === null ? undefined : Number(c.cancel_at)
-      })
-    }
-    const events = read.events
-    const forked = new Set(events.filter((e) => e.event_type === Lineage.forkCreatedEventType).map((e) => e.run_id))
-    const { cancelledAt, issues, requests } = CancelEvidence.collect(events.map((event) => ({
-      runId: event.run_id,
-      eventType: event.event_type,
-      payload: parseJson(event.payload_json),
-      emittedAtMs: Number(event.emitted_at_ms)
-    })))
-    const attribution = Cancellation.attribute({
-      runs: [...chains.values()].map((c) => ({
-        runId: c.runId,
-        ...(c.parentRunId === undefined ? {} : { parentRunId: c.parentRunId }),
-        ...(c.cancelRequestedAt === undefined ? {} : { cancelRequestedAt: c.cancelRequestedAt }),
-        ...(cancelledAt.has(c.runId) ? { cancelledAt: cancelledAt.get(c.runId)! } : {})
-      })),
-      requests
-    })
+): Effect.Effect<ReadonlyArray<Projected>> => {
+  if (rows.length === 0) return Effect.succeed([])
+  // Only open waits need an Effect step (their token digests); a page without any projects at once.
+  if (read.waits.length === 0) return Effect.sync(() => project(rows, read, new Map()))
+  return Effect.map(Effect.forEach(read.waits, pendingWaitOfRow), (waits) => {
     const waitsByAncestor = new Map<string, Array<PendingWait>>()
-    for (const w of read.waits) {
-      const request = parseJson(w.waiting_request) as Json | undefined
-      const flowId = w.execution_flow ?? w.wait_flow ?? undefined
-      const wait = yield* ControlExecutor.pendingWaitOf({
-        runId: w.wait_id,
-        ...(flowId === undefined ? {} : { flowId }),
-        reason: w.waiting_reason,
-        token: w.waiting_token,
-        ...(request === undefined ? {} : { request }),
-        createdAt: Number(w.created_at_ms)
-      })
-      if (wait === undefined) continue
+    read.waits.forEach((w, i) => {
+      const wait = waits[i]
+      if (wait === undefined) return
       const list = waitsByAncestor.get(w.ancestor_id) ?? []
       list.push(wait)
       waitsByAncestor.set(w.ancestor_id, list)
-    }
-    return rows.map((row, i): Projected => {
-      const { error: stateError, summary: base } = bases[i]!
-      const evidenceError = issues.get(row.runId)
-      const error = stateError ?? evidenceError
-      const chain = chains.get(row.runId)!
-      const parentRunId = chain.parentRunId ?? base.parentRunId
-      const lineageId = row.lineageId ?? base.lineageId
-      const roundOrdinal = row.roundOrdinal ?? base.roundOrdinal
-      const origin = Lineage.originOf({
-        ...(parentRunId === undefined ? {} : { parentRunId }),
-        ...(roundOrdinal === undefined ? {} : { roundOrdinal }),
-        forked: forked.has(row.runId)
-      })
-      const waits = waitsByAncestor.get(row.runId)
-      const terminal = isTerminalStatus(base.status)
-      const cancellation = attribution.get(row.runId)
-      const summary: RunSummary = {
-        ...base,
-        ...(waits !== undefined && waits.length > 0 && !terminal && waits.some((w) => w.reason === "approval")
-          ? { status: "waiting-approval" as const }
-          : {}),
-        ...(waits !== undefined && waits.length > 0 ? { pendingWaits: waits } : {}),
-        ...(row.pendingResume === null || terminal ? {} : { pendingResume: row.pendingResume }),
-        ...(parentRunId === undefined ? {} : { parentRunId }),
-        ...(lineageId === undefined ? {} : { lineageId }),
-        ...(roundOrdinal === undefined ? {} : { roundOrdinal }),
-        ...(origin === undefined ? {} : { origin }),
-        ...(row.waitingReason === null ? {} : { waitingReason: row.waitingReason }),
-        ...(cancellation === undefined ? {} : { cancellation }),
-        ...(error === undefined ? {} : { readable: false as const, issue: error.message })
-      }
-      return { summary, error }
     })
+    return project(rows, read, waitsByAncestor)
   })
+}
+
+const pendingWaitOfRow = (w: WaitRow): Effect.Effect<PendingWait | undefined> => {
+  const request = parseJson(w.waiting_request) as Json | undefined
+  const flowId = w.execution_flow ?? w.wait_flow ?? undefined
+  return ControlExecutor.pendingWaitOf({
+    runId: w.wait_id,
+    ...(flowId === undefined ? {} : { flowId }),
+    reason: w.waiting_reason,
+    token: w.waiting_token,
+    ...(request === undefined ? {} : { request }),
+    createdAt: Number(w.created_at_ms)
+  })
+}
+
+const project = (
+  rows: ReadonlyArray<RunRow>,
+  read: Omit<PageRead, "rows">,
+  waitsByAncestor: ReadonlyMap<string, ReadonlyArray<PendingWait>>
+): ReadonlyArray<Projected> => {
+  const bases = rows.map(baseOf)
+  const chains = new Map<string, ChainEntry>()
+  const spawnOf = new Map(read.chain.map((c) => [c.run_id, c.spawn_parent ?? undefined]))
+  // The rows' own entries come from the rows as given; their ancestors' from the statement.
+  for (const row of rows) {
+    chains.set(row.runId, {
+      runId: row.runId,
+      parentRunId: row.parentRunId ?? spawnOf.get(row.runId),
+      cancelRequestedAt: row.cancelRequestedAtMs ?? undefined
+    })
+  }
+  for (const c of read.chain) {
+    if (chains.has(c.run_id)) continue
+    chains.set(c.run_id, {
+      runId: c.run_id,
+      parentRunId: c.parent_run_id ?? c.spawn_parent ?? undefined,
+      cancelRequestedAt: c.cancel_at === null ? undefined : Number(c.cancel_at)
+    })
+  }
+  const events = read.events
+  const forked = new Set(events.filter((e) => e.event_type === Lineage.forkCreatedEventType).map((e) => e.run_id))
+  const { cancelledAt, issues, requests } = CancelEvidence.collect(events.map((event) => ({
+    runId: event.run_id,
+    eventType: event.event_type,
+    payload: parseJson(event.payload_json),
+    emittedAtMs: Number(event.emitted_at_ms)
+  })))
+  const attribution = Cancellation.attribute({
+    runs: [...chains.values()].map((c) => ({
+      runId: c.runId,
+      ...(c.parentRunId === undefined ? {} : { parentRunId: c.parentRunId }),
+      ...(c.cancelRequestedAt === undefined ? {} : { cancelRequestedAt: c.cancelRequestedAt }),
+      ...(cancelledAt.has(c.runId) ? { cancelledAt: cancelledAt.get(c.runId)! } : {})
+    })),
+    requests
+  })
+  return rows.map((row, i): Projected => {
+    const { error: stateError, summary: base } = bases[i]!
+    const evidenceError = issues.get(row.runId)
+    const error = stateError ?? evidenceError
+    const chain = chains.get(row.runId)!
+    const parentRunId = chain.parentRunId ?? base.parentRunId
+    const lineageId = row.lineageId ?? base.lineageId
+    const roundOrdinal = row.roundOrdinal ?? base.roundOrdinal
+    const origin = Lineage.originOf({
+      ...(parentRunId === undefined ? {} : { parentRunId }),
+      ...(roundOrdinal === undefined ? {} : { roundOrdinal }),
+      forked: forked.has(row.runId)
+    })
+    const waits = waitsByAncestor.get(row.runId)
+    const terminal = isTerminalStatus(base.status)
+    const cancellation = attribution.get(row.runId)
+    // Assigned in place, in the order (and so with the member order) of spreading each over the base.
+    const summary = base
+    if (row.principal !== undefined) summary.launchedBy = row.principal
+    if (waits !== undefined && waits.length > 0) {
+      if (!terminal && waits.some((w) => w.reason === "approval")) summary.status = "waiting-approval"
+      summary.pendingWaits = waits
+    }
+    if (row.pendingResume !== null && !terminal) summary.pendingResume = row.pendingResume
+    if (parentRunId !== undefined) summary.parentRunId = parentRunId
+    if (lineageId !== undefined) summary.lineageId = lineageId
+    if (roundOrdinal !== undefined) summary.roundOrdinal = roundOrdinal
+    if (origin !== undefined) summary.origin = origin
+    if (row.waitingReason !== null) summary.waitingReason = row.waitingReason
+    if (cancellation !== undefined) summary.cancellation = cancellation
+    if (error !== undefined) {
+      summary.readable = false
+      summary.issue = error.message
+    }
+    return { summary, error }
+  })
+}
 
 /**
  * Project rows (in order) into full summaries: one page statement over their ids (see

@@ -79,41 +79,75 @@ const num = (v: unknown): number | null => (v === null || v === undefined ? null
 const str = (v: unknown): string | null => (v === null || v === undefined ? null : String(v))
 
 /** Decode one raw row (integers may arrive as decimal strings on foreign clients). */
-export const toRow = (raw: RawRow): RunRow => rowFrom((name) => raw[name])
+export const toRow = (raw: RawRow): RunRow => toRowFromValues(runColumnNames.map((name) => raw[name]))
 
-const columnIndex: Readonly<Record<string, number>> = Object.fromEntries(runColumnNames.map((name, i) => [name, i]))
+// Each column's position in `runColumnNames`, read by index (a page decodes many rows).
+const at = (name: string): number => {
+  const i = runColumnNames.indexOf(name)
+  if (i < 0) throw new Error(`${name} is not a run column`)
+  return i
+}
+const rowSeqAt = at("row_seq")
+const runIdAt = at("run_id")
+const statusAt = at("status")
+const createdAtAt = at("created_at_ms")
+const startedAtAt = at("started_at_ms")
+const finishedAtAt = at("finished_at_ms")
+const ownerHostAt = at("owner_host_id")
+const ownerPidAt = at("owner_pid")
+const ownerNonceAt = at("owner_nonce")
+const heartbeatAt = at("heartbeat_at_ms")
+const claimHostAt = at("claim_host_id")
+const claimPidAt = at("claim_pid")
+const claimNonceAt = at("claim_nonce")
+const claimedAtAt = at("claimed_at_ms")
+const parentAt = at("parent_run_id")
+const lineageAt = at("lineage_id")
+const roundAt = at("round_ordinal")
+const cancelAt = at("cancel_requested_at_ms")
+const waitingReasonAt = at("waiting_reason")
+const waitingTokenAt = at("waiting_token")
+const waitingRequestAt = at("waiting_request")
+const stateAt = at("state_json")
+const launchAt = at("launch_run_id")
+const createdSeqAt = at("created_seq")
+const principalIdAt = at("principal_id")
+const principalKindAt = at("principal_kind")
+const requestedSeqAt = at("requested_seq")
 
 /** Decode one row answered as an array of values in `runColumnNames` order. */
-export const toRowFromValues = (values: ReadonlyArray<unknown>): RunRow =>
-  rowFrom((name) => values[columnIndex[name]!])
-
-const rowFrom = (get: (name: string) => unknown): RunRow => {
-  const ownerHost = str(get("owner_host_id"))
-  const claimHost = str(get("claim_host_id"))
-  const principalId = str(get("principal_id"))
+export const toRowFromValues = (values: ReadonlyArray<unknown>): RunRow => {
+  const ownerHost = str(values[ownerHostAt])
+  const claimHost = str(values[claimHostAt])
+  const principalId = str(values[principalIdAt])
+  const launch = values[launchAt]
   return {
-    rowSeq: Number(get("row_seq")),
-    runId: String(get("run_id")),
-    status: String(get("status")) as StoreStatus,
-    createdAtMs: Number(get("created_at_ms")),
-    startedAtMs: num(get("started_at_ms")),
-    finishedAtMs: num(get("finished_at_ms")),
-    owner: ownerHost === null ? null : { hostId: ownerHost, pid: Number(get("owner_pid")), nonce: String(get("owner_nonce")) },
-    heartbeatAtMs: num(get("heartbeat_at_ms")),
-    claim: claimHost === null ? null : { hostId: claimHost, pid: Number(get("claim_pid")), nonce: String(get("claim_nonce")) },
-    claimedAtMs: num(get("claimed_at_ms")),
-    parentRunId: str(get("parent_run_id")),
-    lineageId: str(get("lineage_id")),
-    roundOrdinal: num(get("round_ordinal")),
-    cancelRequestedAtMs: num(get("cancel_requested_at_ms")),
-    waitingReason: str(get("waiting_reason")),
-    waitingToken: str(get("waiting_token")),
-    waitingRequest: str(get("waiting_request")),
-    stateJson: String(get("state_json")),
-    launched: get("launch_run_id") !== null && get("launch_run_id") !== undefined,
-    createdSeq: num(get("created_seq")),
-    principal: principalId === null ? undefined : { id: principalId, kind: String(get("principal_kind") ?? "") },
-    pendingResume: num(get("requested_seq"))
+    rowSeq: Number(values[rowSeqAt]),
+    runId: String(values[runIdAt]),
+    status: String(values[statusAt]) as StoreStatus,
+    createdAtMs: Number(values[createdAtAt]),
+    startedAtMs: num(values[startedAtAt]),
+    finishedAtMs: num(values[finishedAtAt]),
+    owner: ownerHost === null
+      ? null
+      : { hostId: ownerHost, pid: Number(values[ownerPidAt]), nonce: String(values[ownerNonceAt]) },
+    heartbeatAtMs: num(values[heartbeatAt]),
+    claim: claimHost === null
+      ? null
+      : { hostId: claimHost, pid: Number(values[claimPidAt]), nonce: String(values[claimNonceAt]) },
+    claimedAtMs: num(values[claimedAtAt]),
+    parentRunId: str(values[parentAt]),
+    lineageId: str(values[lineageAt]),
+    roundOrdinal: num(values[roundAt]),
+    cancelRequestedAtMs: num(values[cancelAt]),
+    waitingReason: str(values[waitingReasonAt]),
+    waitingToken: str(values[waitingTokenAt]),
+    waitingRequest: str(values[waitingRequestAt]),
+    stateJson: String(values[stateAt]),
+    launched: launch !== null && launch !== undefined,
+    createdSeq: num(values[createdSeqAt]),
+    principal: principalId === null ? undefined : { id: principalId, kind: String(values[principalKindAt] ?? "") },
+    pendingResume: num(values[requestedSeqAt])
   }
 }
 

@@ -104,12 +104,84 @@ export const corrupt = (column: string, subject: string, rule: string, path?: st
     message: `${subject}: ${column}${path === undefined || path === "" ? "" : ` at ${path}`}: ${rule}`
   })
 
+/** A check of one scalar member type (a string, a number, a boolean, literals); `undefined` for any other. */
+const scalarCheck = (ast: SchemaAST.AST): ((value: unknown) => boolean) | undefined => {
+  switch (ast._tag) {
+    case "StringKeyword":
+      return (value) => typeof value === "string"
+    case "NumberKeyword":
+      return (value) => typeof value === "number"
+    case "BooleanKeyword":
+      return (value) => typeof value === "boolean"
+    case "Literal": {
+      const literal = ast.literal
+      return (value) => value === literal
+    }
+    case "UndefinedKeyword":
+      // A stored value never holds undefined: such a member is left to the schema.
+      return () => false
+    case "Union": {
+      const checks = ast.types.map(scalarCheck)
+      if (checks.some((c) => c === undefined)) return undefined
+      if (ast.types.every((t) => t._tag === "Literal" || t._tag === "UndefinedKeyword")) {
+        const literals = new Set(ast.types.flatMap((t) => (t._tag === "Literal" ? [t.literal] : [])))
+        return (value) => literals.has(value as SchemaAST.LiteralValue)
+      }
+      return (value) => checks.some((c) => c!(value))
+    }
+    default:
+      return undefined
+  }
+}
+
+/**
+ * The common case of a struct decoded without the schema's interpreter: an object whose members are all
+ * declared, scalar (see `scalarCheck`) and of their declared type decodes to a copy of those members in
+ * declaration order, as the schema answers it. Anything else (a missing required member, a member of
+ * another type, a structured or refined member, an undeclared one) answers `undefined`, and the schema
+ * decides, so the answer and every failure are the schema's own. The values it meets are parsed JSON (own
+ * enumerable members only). `undefined` for a schema that is not a plain struct.
+ */
+const plainStruct = (ast: SchemaAST.AST): ((input: unknown) => object | undefined) | undefined => {
+  if (ast._tag !== "TypeLiteral" || ast.indexSignatures.length > 0) return undefined
+  if (ast.propertySignatures.some((p) => typeof p.name !== "string")) return undefined
+  const members = ast.propertySignatures.map((p) => ({
+    name: p.name as string,
+    optional: p.isOptional,
+    check: scalarCheck(p.type)
+  }))
+  const position = new Map(members.map((m, i) => [m.name, i]))
+  const required = members.flatMap((m, i) => (m.optional ? [] : [i]))
+  return (input) => {
+    if (typeof input !== "object" || input === null || Array.isArray(input)) return undefined
+    const record = input as Record<string, unknown>
+    // The value's own members are visited (a stored summary has a few of the many declared), then the
+    // answer is built in declaration order.
+    const values: Array<unknown> = new Array(members.length)
+    for (const name of Object.keys(record)) {
+      const i = position.get(name)
+      // Undeclared or undefined-valued members: the schema decides what they mean.
+      if (i === undefined) return undefined
+      const value = record[name]
+      const check = members[i]!.check
+      if (value === undefined || check === undefined || !check(value)) return undefined
+      values[i] = value
+    }
+    for (const i of required) if (values[i] === undefined) return undefined
+    const out: Record<string, unknown> = {}
+    for (let i = 0; i < members.length; i++) if (values[i] !== undefined) out[members[i]!.name] = values[i]
+    return out
+  }
+}
+
 /**
  * A decoder of one stored column: `schema` applied to the value (or, with `json`, to the parsed text);
  * a failure is `corrupt(column, subject, rule, path)` and carries no cause (the cause would hold the value).
+ * A plain struct's common case skips the schema's interpreter (see `plainStruct`), with the same answer.
  */
 export const decoder = <A, I>(schema: Schema.Schema<A, I>, column: string, options?: { readonly json?: boolean }) => {
   const decode = Schema.decodeUnknownEither(schema)
+  const plain = plainStruct(schema.ast)
   const names = declaredNames(schema.ast)
   return (value: unknown, subject: string): Either.Either<A, PersistenceError> => {
     let input = value
@@ -121,6 +193,8 @@ export const decoder = <A, I>(schema: Schema.Schema<A, I>, column: string, optio
         return Either.left(corrupt(column, subject, "is not JSON"))
       }
     }
+    const fast = plain?.(input)
+    if (fast !== undefined) return Either.right(fast as A)
     const result = decode(input)
     if (Either.isRight(result)) return Either.right(result.right)
     const issues = ParseResult.ArrayFormatter.formatErrorSync(result.left)
