@@ -59,6 +59,10 @@ interface Member {
   /** Why the lease cannot be sent (refused at registration): its loops hear this every interval. */
   readonly refused: RunStoreError | undefined
   registered: boolean
+  /** The group's last shared renewal its loops have heard (see `Group.renewed`). */
+  seen: Beat | undefined
+  /** Its loops whose expiry step is running: they hear every beat at once. */
+  expiring: number
 }
 
 interface Group {
@@ -68,11 +72,24 @@ interface Group {
   /** The members sent and their leases, kept until the membership changes. */
   batch: {
     readonly members: ReadonlyArray<Member>
+    /** The same members, for the lapse check of a renewal in flight. */
+    readonly sent: ReadonlySet<Member>
     readonly leases: ReadonlyArray<RunLease>
     readonly refused: ReadonlyArray<Member>
   } | undefined
   /** The renewal in flight: the members it carries, and how to abandon it. */
   inflight: { readonly members: ReadonlySet<Member>; readonly abandon: Deferred.Deferred<void> } | undefined
+  /**
+   * The last interval that renewed every sent lease to its reading, and the members it carried,
+   * while some of them have not heard it yet. Such an interval is not handed to each loop: a
+   * loop hears it when the pulse next needs its state (a later beat that is not shared, the
+   * budget watcher, a batch change, the pulse closing), so a host whose leases all renew does no
+   * work per run each interval. A later shared renewal replaces an unheard one: the loop's state
+   * after both is the state after the later (its stamp is higher, its reading later).
+   */
+  renewed: { readonly beat: Beat; readonly sent: ReadonlySet<Member> } | undefined
+  /** Members with a loop in its expiry step: they hear every beat, shared or not. */
+  readonly expiring: Set<Member>
   renewing: boolean
   watching: boolean
   /** When the watcher wakes next (monotonic ms), and how to wake it sooner. */
@@ -83,6 +100,15 @@ interface Group {
 const keyOf = (runId: string, owner: OwnerIdType) => JSON.stringify([runId, owner.hostId, owner.pid, owner.nonce])
 
 const nanosToMs = (nanos: bigint): number => Number(nanos / 1_000_000n)
+
+/** The one answer when every lease was renewed to `readingMs`, else `undefined`. */
+const renewedTo = (outcomes: ReadonlyArray<HeartbeatOutcome>, readingMs: number): HeartbeatOutcome | undefined => {
+  for (let i = 0; i < outcomes.length; i++) {
+    const outcome = outcomes[i]!
+    if (outcome._tag !== "Updated" || outcome.heartbeatAtMs !== readingMs) return undefined
+  }
+  return outcomes[0]
+}
 
 /** What the loops of an abandoned renewal hear: the database did not take the beat in time. */
 const abandoned = Errors.fromFailure("heartbeatLeases", new DurableWriter.DatabaseError({ code: "busy" }))
@@ -98,6 +124,33 @@ const wake = (group: Group) => {
   if (group.poke !== undefined) Deferred.unsafeDone(group.poke, Exit.void)
 }
 
+/** Hands `member`'s loops `beat`, collecting the effects they answer into `pending`. */
+const hear = (member: Member, beat: Beat, pending: Array<Effect.Effect<void>>) => {
+  // A loop that ended while the call was in flight hears nothing more.
+  if (!member.registered) return
+  const loops = member.loops
+  for (let k = 0; k < loops.length; k++) {
+    const next = loops[k]!.loop.onBeat(beat)
+    if (next !== undefined) pending.push(next)
+  }
+}
+
+/** Hands `member` the group's shared renewal if it has not heard it yet. */
+const catchUp = (group: Group, member: Member, pending: Array<Effect.Effect<void>>) => {
+  const renewed = group.renewed
+  if (renewed === undefined || member.seen === renewed.beat || !renewed.sent.has(member)) return
+  member.seen = renewed.beat
+  hear(member, renewed.beat, pending)
+}
+
+/** Hands every member the shared renewal it has not heard, and forgets it. */
+const catchUpAll = (group: Group, pending: Array<Effect.Effect<void>>) => {
+  const renewed = group.renewed
+  if (renewed === undefined) return
+  for (const member of renewed.sent) catchUp(group, member, pending)
+  group.renewed = undefined
+}
+
 export const make: Effect.Effect<Service, never, Scope.Scope> = Effect.gen(function*() {
   const groups = new Map<StoreService, Group>()
   let closed = false
@@ -107,6 +160,8 @@ export const make: Effect.Effect<Service, never, Scope.Scope> = Effect.gen(funct
     Effect.sync(() => {
       closed = true
       for (const group of groups.values()) {
+        // What the loops answer here (a warning) is dropped: the pulse is gone.
+        catchUpAll(group, [])
         for (const member of group.members.values()) for (const r of member.loops) r.loop.onClosed()
       }
     })
@@ -126,16 +181,20 @@ export const make: Effect.Effect<Service, never, Scope.Scope> = Effect.gen(funct
         if (groups.get(group.store) === group) groups.delete(group.store)
         return Effect.succeed(false)
       }
+      const pending: Array<Effect.Effect<void>> = []
       if (group.batch === undefined) {
+        // The shared renewal not yet heard belongs to the old batch: its members hear it now.
+        catchUpAll(group, pending)
         const all = [...group.members.values()]
         const sent = all.filter((member) => member.refused === undefined)
         group.batch = {
           members: sent,
+          sent: new Set(sent),
           leases: Admission.trustedLeaseList(sent.map((m) => m.lease)),
           refused: all.filter((member) => member.refused !== undefined)
         }
       }
-      const { leases, members, refused } = group.batch
+      const { leases, members, refused, sent } = group.batch
       return Effect.gen(function*() {
         const readingMs = Math.floor(yield* Clock.currentTimeMillis)
         const monotonicMs = nanosToMs(yield* Clock.currentTimeNanos)
@@ -145,38 +204,51 @@ export const make: Effect.Effect<Service, never, Scope.Scope> = Effect.gen(funct
           // retry, it could commit once the database frees up and stamp the lease of an owner that
           // has stopped working. The others hear a failed beat and the next interval sends afresh.
           const abandon = Deferred.unsafeMake<void>(FiberId.none)
-          group.inflight = { members: new Set(members), abandon }
+          group.inflight = { members: sent, abandon }
           answer = yield* Effect.raceFirst(
             Effect.either(group.store.heartbeatLeases(leases, readingMs)),
             Effect.as(Deferred.await(abandon), Either.left(abandoned))
           ).pipe(Effect.ensuring(Effect.sync(() => (group.inflight = undefined))))
         }
-        const pending: Array<Effect.Effect<void>> = []
         const deliver = (member: Member, beat: Beat) => {
-          // A loop that ended while the call was in flight hears nothing more.
-          if (!member.registered) return
-          const loops = member.loops
-          for (let k = 0; k < loops.length; k++) {
-            const next = loops[k]!.loop.onBeat(beat)
-            if (next !== undefined) pending.push(next)
-          }
+          catchUp(group, member, pending)
+          hear(member, beat, pending)
         }
-        if (Either.isLeft(answer)) {
+        const shared = Either.isRight(answer) && members.length > 0 ? renewedTo(answer.right, readingMs) : undefined
+        if (shared !== undefined) {
+          const beat: Beat = { readingMs, monotonicMs, answer: Either.right(shared) }
+          // Loops in their expiry step read their state now: they hear it at once.
+          for (const member of group.expiring) {
+            if (!sent.has(member)) continue
+            catchUp(group, member, pending)
+            member.seen = beat
+            hear(member, beat, pending)
+          }
+          group.renewed = { beat, sent }
+        } else if (Either.isLeft(answer)) {
           const failed: Beat = { readingMs, monotonicMs, answer: Either.left(answer.left) }
           for (const member of members) deliver(member, failed)
         } else {
-          // Renewed leases share one answer object, so they share one beat.
+          // Renewed leases share one answer object, so they share one beat; runs of equal
+          // answers (every lease renewed, chunk by chunk) skip the lookup.
           const beats = new Map<HeartbeatOutcome, Beat>()
+          let last: HeartbeatOutcome | undefined
+          let beat: Beat | undefined
           for (let i = 0; i < members.length; i++) {
             const outcome = answer.right[i]!
-            let beat = beats.get(outcome)
-            if (beat === undefined) {
-              beat = { readingMs, monotonicMs, answer: Either.right(outcome) }
-              beats.set(outcome, beat)
+            if (outcome !== last) {
+              last = outcome
+              beat = beats.get(outcome)
+              if (beat === undefined) {
+                beat = { readingMs, monotonicMs, answer: Either.right(outcome) }
+                beats.set(outcome, beat)
+              }
             }
-            deliver(members[i]!, beat)
+            deliver(members[i]!, beat!)
           }
         }
+        // Every member heard the shared renewal before this interval's beat.
+        if (shared === undefined) group.renewed = undefined
         for (const member of refused) deliver(member, { readingMs, monotonicMs, answer: Either.left(member.refused!) })
         if (pending.length > 0) yield* Effect.all(pending, { discard: true })
         return true
@@ -194,9 +266,11 @@ export const make: Effect.Effect<Service, never, Scope.Scope> = Effect.gen(funct
       Effect.repeat({ while: (more) => more })
     )
 
-  const rearm = (group: Group, r: Registered) =>
+  const rearm = (group: Group, member: Member, r: Registered) =>
     Effect.sync(() => {
+      if (!r.expiring) return
       r.expiring = false
+      if (--member.expiring === 0) group.expiring.delete(member)
       wake(group)
     })
 
@@ -217,16 +291,21 @@ export const make: Effect.Effect<Service, never, Scope.Scope> = Effect.gen(funct
           return
         }
         let next = Number.POSITIVE_INFINITY
+        const heard: Array<Effect.Effect<void>> = []
         for (const member of group.members.values()) {
+          catchUp(group, member, heard)
           for (const r of member.loops) {
             if (r.expiring) continue
             const due = r.loop.dueAtMs()
             if (due <= now) {
               r.expiring = true
-              r.loop.onDue(rearm(group, r), abandonFor(group, member))
+              if (member.expiring++ === 0) group.expiring.add(member)
+              r.loop.onDue(rearm(group, member, r), abandonFor(group, member))
             } else if (due < next) next = due
           }
         }
+        group.renewed = undefined
+        if (heard.length > 0) yield* Effect.all(heard, { discard: true })
         const poke = Deferred.unsafeMake<void>(FiberId.none)
         group.poke = poke
         group.wakeAtMs = next
@@ -251,6 +330,8 @@ export const make: Effect.Effect<Service, never, Scope.Scope> = Effect.gen(funct
             members: new Map(),
             batch: undefined,
             inflight: undefined,
+            renewed: undefined,
+            expiring: new Set(),
             renewing: false,
             watching: false,
             wakeAtMs: Number.POSITIVE_INFINITY,
@@ -265,8 +346,15 @@ export const make: Effect.Effect<Service, never, Scope.Scope> = Effect.gen(funct
           // of the batch (it would fail every run's renewal) and its loops hear the refusal.
           const admitted = Admission.trustedLease(lease)
           member = Boundary.isRefusal(admitted)
-            ? { lease, loops: [], refused: Errors.invalid("heartbeatLeases", admitted), registered: true }
-            : { lease: admitted.value, loops: [], refused: undefined, registered: true }
+            ? {
+              lease,
+              loops: [],
+              refused: Errors.invalid("heartbeatLeases", admitted),
+              registered: true,
+              seen: undefined,
+              expiring: 0
+            }
+            : { lease: admitted.value, loops: [], refused: undefined, registered: true, seen: undefined, expiring: 0 }
           group.members.set(key, member)
           group.batch = undefined
         }
@@ -290,6 +378,10 @@ export const make: Effect.Effect<Service, never, Scope.Scope> = Effect.gen(funct
           const { group, key, member, registered } = handle
           const at = member.loops.indexOf(registered)
           if (at !== -1) member.loops.splice(at, 1)
+          if (registered.expiring) {
+            registered.expiring = false
+            if (--member.expiring === 0) group.expiring.delete(member)
+          }
           if (member.loops.length > 0 || group.members.get(key) !== member) return
           member.registered = false
           group.members.delete(key)

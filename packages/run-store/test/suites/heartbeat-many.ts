@@ -131,4 +131,31 @@ export const heartbeatManySuite = (makeStack: MakeStack) => {
       expect(log.statements.length).toBe(2)
       expect((yield* store.get("c")).heartbeatAtMs).toBe(0)
     })))
+
+  it.effect("heartbeatLeases of one process: a run listed for two claims renews for the holder only, odd ids included", () =>
+    run(Effect.gen(function*() {
+      const odd = "q\"uo\\te {\u00e9}"
+      const store = yield* ownedRun("a")
+      yield* ownedRun(odd)
+      yield* ownedRun("__proto__")
+      const other = { ...A, nonce: "a-later" }
+      const log = sqlLog()
+      // Distinct runs of one process travel as one object from run id to nonce.
+      const byRun = yield* log.within(store.heartbeatLeases([
+        { runId: odd, owner: A },
+        { runId: "__proto__", owner: A },
+        { runId: "a", owner: other }
+      ], 2_000))
+      expect(byRun).toEqual([updated(2_000), updated(2_000), { _tag: "FenceLost" }])
+      // The same run for two claims cannot be one object's key: it travels as pairs.
+      const pairs = yield* log.within(store.heartbeatLeases([
+        { runId: "a", owner: other },
+        { runId: "a", owner: A },
+        { runId: odd, owner: A }
+      ], 3_000))
+      expect(pairs).toEqual([{ _tag: "FenceLost" }, updated(3_000), updated(3_000)])
+      expect(heartbeatUpdates(log.statements)).toBe(2)
+      expect([(yield* store.get("a")).heartbeatAtMs, (yield* store.get(odd)).heartbeatAtMs]).toEqual([3_000, 3_000])
+      expect((yield* store.get("__proto__")).heartbeatAtMs).toBe(2_000)
+    })))
 }

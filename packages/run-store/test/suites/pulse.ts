@@ -290,4 +290,26 @@ export const pulseSuite = (makeStack: MakeStack) => {
       }
       for (const { work } of loops) expect(yield* isDone(work)).toBe(false)
     })))
+
+  it.effect("while every lease renews, no loop's budget runs out: the watcher wakes, finds each renewed and never reconfirms", () =>
+    run(Effect.gen(function*() {
+      const store = yield* RunStore.RunStore
+      const ids = Array.from({ length: 5 }, (_, i) => `w-${i}`)
+      yield* insertOwned(ids, ownerOf)
+      let reconfirms = 0
+      const counting: RunStore.Service = {
+        ...store,
+        reconfirm: (runId, owner, nowMs) => Effect.zipRight(Effect.sync(() => reconfirms++), store.reconfirm(runId, owner, nowMs))
+      }
+      const pulse = yield* Heartbeat.makePulse
+      const loops = yield* keepAll(ids, pulse, counting)
+      // Past two budgets (19 s, 38 s): the watcher wakes at 19 s and 38 s and must see the
+      // renewals it was not handed one by one.
+      for (let second = 1; second <= 45; second++) {
+        yield* TestClock.adjust(1_000)
+        yield* settleUntil(allStamped(ids, second * 1_000))
+      }
+      expect(reconfirms).toBe(0)
+      for (const { work } of loops) expect(yield* isDone(work)).toBe(false)
+    })))
 }

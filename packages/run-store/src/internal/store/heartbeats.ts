@@ -126,26 +126,28 @@ export const make = (
    * leases travel as one JSON parameter, so every chunk sends the same statement text (one
    * prepared statement). The losing path reads the chunk's rows inside the same transaction.
    */
-  const renewSqlite = (method: Method, chunk: ReadonlyArray<RunLease>, now: number) =>
+  const renewSqlite = (method: Method, plan: SqlitePlan, now: number) =>
     write(
       ctx,
       method,
       method,
       Effect.gen(function*() {
-        const { hostId, pid } = chunk[0]!.owner
-        // A host's runs share its host id and pid (each claim has its own nonce): then only run
-        // ids and nonces travel, and the statement extracts two values per lease instead of four.
-        const oneProcess = chunk.every((l) => l.owner.hostId === hostId && l.owner.pid === pid)
-        const update = oneProcess
+        const { chunk } = plan
+        const update = plan._tag === "ByRun"
           ? sql`UPDATE flows_runs SET heartbeat_at_ms = ${now}
-            FROM (SELECT value ->> 0 AS run_id, value ->> 1 AS nonce
-              FROM json_each(${JSON.stringify(chunk.map((l) => [l.runId, l.owner.nonce]))})) AS l
+            FROM (SELECT key AS run_id, value AS nonce FROM json_each(${plan.json})) AS l
             WHERE flows_runs.run_id = l.run_id AND flows_runs.status = 'running'
-              AND flows_runs.owner_host_id = ${hostId} AND flows_runs.owner_pid = ${pid}
+              AND flows_runs.owner_host_id = ${plan.hostId} AND flows_runs.owner_pid = ${plan.pid}
+              AND flows_runs.owner_nonce = l.nonce AND flows_runs.heartbeat_at_ms < ${now}`
+          : plan._tag === "OneProcess"
+          ? sql`UPDATE flows_runs SET heartbeat_at_ms = ${now}
+            FROM (SELECT value ->> 0 AS run_id, value ->> 1 AS nonce FROM json_each(${plan.json})) AS l
+            WHERE flows_runs.run_id = l.run_id AND flows_runs.status = 'running'
+              AND flows_runs.owner_host_id = ${plan.hostId} AND flows_runs.owner_pid = ${plan.pid}
               AND flows_runs.owner_nonce = l.nonce AND flows_runs.heartbeat_at_ms < ${now}`
           : sql`UPDATE flows_runs SET heartbeat_at_ms = ${now}
             FROM (SELECT value ->> 0 AS run_id, value ->> 1 AS host_id, value ->> 2 AS pid, value ->> 3 AS nonce
-              FROM json_each(${JSON.stringify(chunk.map((l) => [l.runId, l.owner.hostId, l.owner.pid, l.owner.nonce]))})) AS l
+              FROM json_each(${plan.json})) AS l
             WHERE flows_runs.run_id = l.run_id AND flows_runs.status = 'running'
               AND flows_runs.owner_host_id = l.host_id AND flows_runs.owner_pid = l.pid
               AND flows_runs.owner_nonce = l.nonce AND flows_runs.heartbeat_at_ms < ${now}`
@@ -194,14 +196,18 @@ export const make = (
       yield* ctx.clock.beforeWrite(check)
       yield* Effect.annotateCurrentSpan({ runs: distinct.length })
       const outcomes: Array<HeartbeatOutcome> = []
-      for (let from = 0; from < distinct.length; from += chunkSize) {
-        const chunk = distinct.slice(from, from + chunkSize)
-        const renewed = !ctx.rowLeases
-          ? yield* renewEach(chunk, now)
-          : ctx.isPostgres
-          ? yield* renewPg(method, chunk, now, check, 0)
-          : yield* renewSqlite(method, chunk, now)
-        for (const outcome of renewed) outcomes.push(outcome)
+      if (ctx.rowLeases && !ctx.isPostgres) {
+        for (const plan of sqlitePlans(distinct, positions === undefined)) {
+          for (const outcome of yield* renewSqlite(method, plan, now)) outcomes.push(outcome)
+        }
+      } else {
+        for (let from = 0; from < distinct.length; from += chunkSize) {
+          const chunk = distinct.slice(from, from + chunkSize)
+          const renewed = !ctx.rowLeases
+            ? yield* renewEach(chunk, now)
+            : yield* renewPg(method, chunk, now, check, 0)
+          for (const outcome of renewed) outcomes.push(outcome)
+        }
       }
       const counts = { Updated: 0, FenceLost: 0, NotFound: 0 }
       for (const outcome of outcomes) counts[outcome._tag]++
@@ -239,6 +245,58 @@ export const make = (
     )
 
   return { heartbeatMany, heartbeatLeases }
+}
+
+/**
+ * One SQLite chunk and the JSON text its statement binds. A host's runs share its host id and
+ * pid (each claim has its own nonce): then only run ids and nonces travel, as one object from
+ * run id to nonce (`ByRun`, the cheapest for the engine to read) or, when a run is listed twice
+ * (two owners' nonces), as `[runId, nonce]` pairs (`OneProcess`); leases of several processes
+ * travel as `[runId, hostId, pid, nonce]` (`Mixed`).
+ */
+type SqlitePlan =
+  | {
+    readonly _tag: "ByRun" | "OneProcess"
+    readonly chunk: ReadonlyArray<RunLease>
+    readonly hostId: string
+    readonly pid: number
+    readonly json: string
+  }
+  | { readonly _tag: "Mixed"; readonly chunk: ReadonlyArray<RunLease>; readonly json: string }
+
+const planChunk = (chunk: ReadonlyArray<RunLease>): SqlitePlan => {
+  const { hostId, pid } = chunk[0]!.owner
+  if (!chunk.every((l) => l.owner.hostId === hostId && l.owner.pid === pid)) {
+    return {
+      _tag: "Mixed",
+      chunk,
+      json: JSON.stringify(chunk.map((l) => [l.runId, l.owner.hostId, l.owner.pid, l.owner.nonce]))
+    }
+  }
+  const byRun: Record<string, string> = Object.create(null)
+  for (const lease of chunk) {
+    if (lease.runId in byRun) {
+      return { _tag: "OneProcess", chunk, hostId, pid, json: JSON.stringify(chunk.map((l) => [l.runId, l.owner.nonce])) }
+    }
+    byRun[lease.runId] = lease.owner.nonce
+  }
+  return { _tag: "ByRun", chunk, hostId, pid, json: JSON.stringify(byRun) }
+}
+
+/**
+ * Plans of trusted lease lists (frozen, so their plans never go stale): the host pulse sends
+ * the same list every interval until its membership changes, and builds the JSON once.
+ */
+const plansOf = new WeakMap<ReadonlyArray<RunLease>, ReadonlyArray<SqlitePlan>>()
+
+/** `distinct` in chunks of at most {@link chunkSize}, planned once per trusted list. */
+const sqlitePlans = (distinct: ReadonlyArray<RunLease>, trusted: boolean): ReadonlyArray<SqlitePlan> => {
+  const known = trusted ? plansOf.get(distinct) : undefined
+  if (known !== undefined) return known
+  const plans: Array<SqlitePlan> = []
+  for (let from = 0; from < distinct.length; from += chunkSize) plans.push(planChunk(distinct.slice(from, from + chunkSize)))
+  if (trusted) plansOf.set(distinct, plans)
+  return plans
 }
 
 /** The distinct leases, and for each given lease the index of its distinct copy. */
