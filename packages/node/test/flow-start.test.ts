@@ -178,6 +178,9 @@ describe("Flow.start and Flow.await", () => {
       const nested = yield* Effect.flip(Flow.start(double, { n: "SECRET-not-a-number" } as never))
       expect(nested.message).toBe("input.n: must be number")
       expect(nested.message).not.toContain("SECRET")
+      // A union names every member it tried, never the value.
+      const union = yield* Effect.flip(Flow.start(double, { n: 1, when: 5 } as never))
+      expect(union.message).toBe("input.when: must be a valid date or undefined")
       const top = yield* Effect.flip(Flow.start(double, "SECRET-TOPLEVEL" as never))
       expect(top.message).not.toContain("SECRET")
       const badDuration = yield* Effect.flip(Flow.start(double, { n: 1 }, { retry: { maxAttempts: 3, initial: "bogus" as never } }))

@@ -87,13 +87,20 @@ export const withoutUndefined = (value: unknown, depth = 0): unknown => {
  * value may hold anything, and error messages are logged and stored).
  */
 export const parseIssue = (root: string, error: ParseResult.ParseError): string => {
-  const [first] = ParseResult.ArrayFormatter.formatErrorSync(error)
+  const issues = ParseResult.ArrayFormatter.formatErrorSync(error)
+  const first = issues[0]
   if (first === undefined) return `${root}: is not valid`
-  const path = first.path.map((key) => typeof key === "number" ? `[${key}]` : `.${String(key)}`).join("")
-  const rule = first._tag === "Missing"
-    ? "is required"
-    : first._tag === "Unexpected"
-    ? "is not an allowed member"
-    : first.message.replace(/,?\s*actual[\s\S]*$/, "").replace(/^Expected /, "must be ")
+  const pathOf = (issue: ParseResult.ArrayFormatterIssue) =>
+    issue.path.map((key) => typeof key === "number" ? `[${key}]` : `.${String(key)}`).join("")
+  const path = pathOf(first)
+  const expected = (issue: ParseResult.ArrayFormatterIssue) =>
+    issue.message.replace(/,?\s*actual[\s\S]*$/, "").replace(/^Expected /, "").replace(/^DateFromSelf$/, "a valid date")
+  if (first._tag === "Missing") return `${root}${path}: is required`
+  if (first._tag === "Unexpected") return `${root}${path}: is not an allowed member`
+  // A union refused at one path reports each member it tried (`Literal("a", "b")`): name them all.
+  const alternatives = issues.filter((issue) => issue._tag === "Type" && pathOf(issue) === path).map(expected)
+  const rule = first._tag === "Type" && alternatives.length > 1
+    ? `must be ${[...new Set(alternatives)].join(" or ")}`
+    : first.message.replace(/,?\s*actual[\s\S]*$/, "").replace(/^Expected /, "must be ").replace(/^must be DateFromSelf$/, "must be a valid date")
   return `${root}${path}: ${rule}`
 }
