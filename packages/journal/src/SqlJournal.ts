@@ -59,21 +59,17 @@ const decodeRunId = Schema.decodeUnknownEither(JournalEvent.RunId)
 const decodeTypes = Schema.decodeUnknownEither(
   Schema.Array(JournalEvent.EventType).pipe(Schema.minItems(1), Schema.maxItems(64))
 )
-/** PostgreSQL's `flows_journal_append` raised its exhaustion (a head or source floor at the end of the range). */
-const raisedExhaustion = (error: unknown): boolean => {
+/**
+ * What PostgreSQL's `flows_journal_append` raised, found in the failure's message or its causes:
+ * `baton:sequence_conflict` (head or source floor at the end of the range) is `exhausted`,
+ * `baton:seq_taken:<seq>` (a row at the seq it allocated) is `seqTaken`; anything else `undefined`.
+ */
+const appendRaised = (error: unknown, runId: string): Journal.JournalError | undefined => {
   let current: unknown = error
   for (let depth = 0; depth < 4 && typeof current === "object" && current !== null; depth++) {
-    if (String((current as { readonly message?: unknown }).message).includes("baton:sequence_conflict")) return true
-    current = (current as { readonly cause?: unknown }).cause
-  }
-  return false
-}
-
-/** PostgreSQL's `flows_journal_append` found a row at the seq it allocated (`baton:seq_taken:<seq>`). */
-const raisedSeqTaken = (error: unknown, runId: string): Journal.JournalError | undefined => {
-  let current: unknown = error
-  for (let depth = 0; depth < 4 && typeof current === "object" && current !== null; depth++) {
-    const taken = /baton:seq_taken:(\d+)/.exec(String((current as { readonly message?: unknown }).message))
+    const message = String((current as { readonly message?: unknown }).message)
+    if (message.includes("baton:sequence_conflict")) return Errors.exhausted(runId)
+    const taken = /baton:seq_taken:(\d+)/.exec(message)
     if (taken !== null) return Errors.seqTaken(runId, Number(taken[1]))
     current = (current as { readonly cause?: unknown }).cause
   }
@@ -205,11 +201,7 @@ export const make = (
         ) {
           const outcome = yield* appendBehindFence(admitted, fenceRow.query(admitted.runId, owner)).pipe(
             Effect.catchTag("@baton/database/DatabaseError", (error) =>
-              Effect.fail(
-                raisedExhaustion(error)
-                  ? Errors.exhausted(admitted.runId)
-                  : raisedSeqTaken(error, admitted.runId) ?? sink(operation)(error)
-              ))
+              Effect.fail(appendRaised(error, admitted.runId) ?? sink(operation)(error)))
           )
           switch (outcome._tag) {
             case "NoFence":
