@@ -537,6 +537,14 @@ const durationOption = (field: string, input: unknown, minMs: number): Effect.Ef
 }
 
 /**
+ * Entry types that may close a run's stream (`baton.run.completed`, `control.run.cancelled`, …): only these
+ * wake an await to read the run again; a step's entries do not. An end written under another type is still
+ * seen by the next poll.
+ */
+const ending = (eventType: string): boolean =>
+  eventType.endsWith(".completed") || eventType.endsWith(".failed") || eventType.endsWith(".cancelled")
+
+/**
  * Wait for a run to end and answer its {@link Outcome}. It wakes on the run's terminal write in this
  * process (the journal's commit feed) and otherwise reads again at growing intervals up to
  * `pollInterval`. Fails `RunNotFound`, `InvalidInput` (a malformed run id, a `timeout` or
@@ -545,14 +553,6 @@ const durationOption = (field: string, input: unknown, minMs: number): Effect.Ef
  * @since 0.2.0
  * @category start
  */
-/**
- * Entry types that may close a run's stream (`baton.run.completed`, `control.run.cancelled`, …): only these
- * wake an await to read the run again; a step's entries do not. An end written under another type is still
- * seen by the next poll.
- */
-const ending = (eventType: string): boolean =>
-  eventType.endsWith(".completed") || eventType.endsWith(".failed") || eventType.endsWith(".cancelled")
-
 export const await_ = <A = unknown, E = unknown>(
   handle: Handle<A, E> | string,
   options?: AwaitOptions

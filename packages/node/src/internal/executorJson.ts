@@ -93,14 +93,17 @@ export const parseIssue = (root: string, error: ParseResult.ParseError): string 
   const pathOf = (issue: ParseResult.ArrayFormatterIssue) =>
     issue.path.map((key) => typeof key === "number" ? `[${key}]` : `.${String(key)}`).join("")
   const path = pathOf(first)
-  const expected = (issue: ParseResult.ArrayFormatterIssue) =>
-    issue.message.replace(/,?\s*actual[\s\S]*$/, "").replace(/^Expected /, "").replace(/^DateFromSelf$/, "a valid date")
+  // The schema's sentence without the actual value (never repeated) and without its internal date name.
+  const ruleOf = (issue: ParseResult.ArrayFormatterIssue) =>
+    issue.message.replace(/,?\s*actual[\s\S]*$/, "").replace(/^Expected /, "must be ")
+      .replace(/^must be DateFromSelf$/, "must be a valid date")
   if (first._tag === "Missing") return `${root}${path}: is required`
   if (first._tag === "Unexpected") return `${root}${path}: is not an allowed member`
   // A union refused at one path reports each member it tried (`Literal("a", "b")`): name them all.
-  const alternatives = issues.filter((issue) => issue._tag === "Type" && pathOf(issue) === path).map(expected)
+  const alternatives = issues.filter((issue) => issue._tag === "Type" && pathOf(issue) === path)
+    .map((issue) => ruleOf(issue).replace(/^must be /, ""))
   const rule = first._tag === "Type" && alternatives.length > 1
     ? `must be ${[...new Set(alternatives)].join(" or ")}`
-    : first.message.replace(/,?\s*actual[\s\S]*$/, "").replace(/^Expected /, "must be ").replace(/^must be DateFromSelf$/, "must be a valid date")
+    : ruleOf(first)
   return `${root}${path}: ${rule}`
 }
