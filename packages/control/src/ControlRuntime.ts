@@ -471,6 +471,53 @@ export interface HostCandidatePage {
 }
 
 /**
+ * What `claimNext` takes: the flows a host serves, `nowMs` (epoch ms), at most `limit` runs (1..100), and
+ * queues it must leave to the one-at-a-time path (`exceptQueues`: queues at or near this host's own limit).
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export interface ClaimNextQuery {
+  readonly flowIds: ReadonlyArray<FlowId>
+  readonly nowMs: number
+  readonly limit: number
+  readonly exceptQueues?: ReadonlyArray<string> | undefined
+}
+
+/**
+ * A run `claimNext` claimed for this runtime: its summary as claimed (`accepted`, owned by `fence`), its
+ * queue, the lease stamp the claim wrote (`heartbeatAtMs`, epoch ms), its plan when it has one and it
+ * decoded, and `neverDriven`: its journal holds only control's own entries (`control.*`) and it has no
+ * attempt, so no earlier drive, takeover or step of it exists to read.
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export interface ClaimedRun {
+  readonly summary: RunSummary
+  readonly queue: string
+  readonly fence: string
+  readonly heartbeatAtMs: number
+  readonly neverDriven: boolean
+  readonly plan?: StoredPlan | undefined
+}
+
+/**
+ * What `claimNext` did: the runs it claimed, in claim order. It claims nothing while lapsed leases of the
+ * served flows wait (`leasesWaiting`: a host takes those up first, through `hostCandidates`), nor when
+ * the newest lease stamp of the served flows leads `nowMs` by more than the skew allowance (this host's
+ * clock is behind; `newestHeartbeatAtMs` says by how much).
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export interface ClaimNextResult {
+  readonly claimed: ReadonlyArray<ClaimedRun>
+  readonly leasesWaiting: boolean
+  readonly newestHeartbeatAtMs?: number | undefined
+}
+
+/**
  * A keyset cursor of the runs listing: the last returned `row_seq` and run id. `queryRuns` checks it
  * against the rows (one primary-key lookup): a cursor naming no run, or a run at another `row_seq`, is
  * forged (or its run was deleted since) and fails `InvalidInput`.
@@ -674,6 +721,17 @@ export interface Service {
   readonly pageRunIds: (request: IdPageRequest) => Effect.Effect<IdPage, InvalidInput | PersistenceError>
   readonly queryRuns: (query: RunQuery) => Effect.Effect<RunPage, InvalidInput | PersistenceError>
   readonly hostCandidates: (query: HostCandidateQuery) => Effect.Effect<HostCandidatePage, InvalidInput | PersistenceError>
+  /**
+   * Claim up to `limit` next released runs of the served flows, by priority (highest first), then
+   * availability, then creation: runs available by `nowMs`, in queues neither paused nor under a global
+   * concurrency limit nor listed in `exceptQueues`, whose recorded code is this runtime's. Runs of other
+   * queues, drifted runs and lapsed leases are left to `hostCandidates` and `resume`. SQL: one read of
+   * twice the runs wanted, then the run store's `claimAndOwnMany` (a compare-and-swap per run; on
+   * PostgreSQL one autocommit statement that skips rows another claimer holds, so hosts claiming at once
+   * take different runs); nothing to claim writes nothing. Bad input fails `InvalidInput` naming the field.
+   * @since 0.3.0
+   */
+  readonly claimNext: (query: ClaimNextQuery) => Effect.Effect<ClaimNextResult, InvalidInput | PersistenceError>
   /** One read (one statement on SQL) of whether a sweep has work: an idle host's tick is this alone. @since 0.2.0 */
   readonly hostProbe: (query: HostProbeQuery) => Effect.Effect<HostProbe, InvalidInput | PersistenceError>
   readonly listFlows: Effect.Effect<ReadonlyArray<{ readonly flowId: FlowId; readonly description: string }>, PersistenceError>

@@ -18,6 +18,7 @@ import { makeApprovals } from "./internal/sqlApprovals.js"
 import type { SqlOptions } from "./internal/sqlContext.js"
 import { makeContext } from "./internal/sqlContext.js"
 import { makeListing } from "./internal/sqlListing.js"
+import { makeClaimNext } from "./internal/sqlClaimNext.js"
 import { makeOwnership } from "./internal/sqlOwnership.js"
 import { makePlans } from "./internal/sqlPlans.js"
 import { readProjected } from "./internal/sqlProjection.js"
@@ -114,6 +115,7 @@ export const make = (
       queryRuns: listing.queryRuns,
       hostCandidates: listing.hostCandidates,
       hostProbe: listing.hostProbe,
+      claimNext: makeClaimNext(ctx, ownership.codeDrifts).claimNext,
       listFlows: plans.listFlows,
       deliverSignal: signals.deliverSignal,
       admitSignal: signals.admitSignal,

@@ -45,4 +45,32 @@ describe.skipIf(url === undefined)("queues on PostgreSQL", () => {
       expect(outcomes.filter((o) => o === Queues.fullReason)).toHaveLength(9)
       expect(yield* runningIn("race")).toBe(3)
     }).pipe(Effect.provide(runtimeLayer(TestDatabase.layerPostgres(url!))), Effect.scoped))
+  it.effect("claimNext racing from two pools: every released run is claimed once, by one of them", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const rt = yield* ControlRuntime.ControlRuntime
+      const schema = (yield* sql<{ s: string }>`SELECT current_schema() AS s`)[0]!.s
+      const second = yield* Layer.build(Layer.orDie(Layer.provideMerge(
+        SqlControlRuntime.layer({ flows: defaultFlows }),
+        Layer.provideMerge(sqlJournal(), Layer.provideMerge(RunStore.layer, PgDatabase.layer({ url: url!, schema, maxConnections: 8 })))
+      )))
+      const other = yield* Effect.provide(ControlRuntime.ControlRuntime, second)
+      const ids = new Set<string>()
+      for (let i = 0; i < 40; i++) ids.add(yield* released())
+      const drain = (runtime: ControlRuntime.Service) =>
+        Effect.gen(function*() {
+          const mine: Array<string> = []
+          for (;;) {
+            const { claimed } = yield* runtime.claimNext({ flowIds: ["F"], nowMs: 0, limit: 3 })
+            if (claimed.length === 0) return mine
+            for (const c of claimed) mine.push(c.summary.runId)
+          }
+        })
+      const [a, b, c] = yield* Effect.all([drain(rt), drain(other), drain(rt)], { concurrency: "unbounded" })
+      const all = [...a, ...b, ...c]
+      expect(new Set(all).size).toBe(all.length)
+      expect(new Set(all)).toEqual(ids)
+      const running = yield* sql<{ n: number | string }>`SELECT COUNT(*) AS n FROM flows_runs WHERE status = 'running'`
+      expect(Number(running[0]!.n)).toBe(ids.size)
+    }).pipe(Effect.provide(runtimeLayer(TestDatabase.layerPostgres(url!))), Effect.scoped))
 })

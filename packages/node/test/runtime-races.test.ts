@@ -69,8 +69,15 @@ describe("lost claim races", () => {
       const runId = yield* launch("races.quick", null).pipe(inContext(client))
       const target = { runId, client, fired: false }
       const recorder = TestLogger.make()
+      // A per-host limit on the run's queue: the host claims it one at a time (a batch claim reads and
+      // claims in one write, which leaves this race no window).
       const host = yield* recorder.capture(
-        Layer.build(NodeRuntime.layer({ filename: db.filename, loadFlows: cancellingCatalog(target), pollInterval: "10 seconds" }))
+        Layer.build(NodeRuntime.layer({
+          filename: db.filename,
+          loadFlows: cancellingCatalog(target),
+          pollInterval: "10 seconds",
+          queues: { default: { concurrency: 4 } }
+        }))
       )
       yield* recorder.capture(Effect.flatMap(NodeRuntime.NodeHost, (h) => h.sweepNow).pipe(inContext(host)))
       yield* awaitStatus(runId, ["cancelled"]).pipe(inContext(client))

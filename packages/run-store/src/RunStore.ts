@@ -16,6 +16,7 @@ import type * as Consensus from "@baton/journal/Consensus"
 import type * as SqlClient from "@effect/sql/SqlClient"
 import { Context, Effect, Layer } from "effect"
 import * as model from "./internal/model.js"
+import * as ClaimMany from "./internal/store/claimMany.js"
 import * as Heartbeats from "./internal/store/heartbeats.js"
 import * as Released from "./internal/store/released.js"
 import * as Store from "./internal/store/make.js"
@@ -254,6 +255,39 @@ export type RunLease = model.RunLease
 export const heartbeatChunkSize: number = Heartbeats.chunkSize
 
 /**
+ * One run of `claimAndOwnMany`: `{ runId, expectedStatus: "pending" | "suspended", expectedState, stateJson }`.
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export type ReleasedClaim = model.ReleasedClaim
+
+/**
+ * `claimAndOwnMany`, per run: `Activated`, or `Missed` (the row had moved on; nothing written for it).
+ *
+ * @since 0.3.0
+ * @category outcomes
+ */
+export type ClaimAndOwnManyOutcome = model.ClaimAndOwnManyOutcome
+
+/**
+ * Most runs one `claimAndOwnMany` takes (100).
+ *
+ * @since 0.3.0
+ * @category constants
+ */
+export const claimAndOwnManyMax: number = ClaimMany.maxClaims
+
+/**
+ * The write key of `owner`'s batch claims (its host and pid): a caller that opens a write around
+ * `claimAndOwnMany` with this key takes no second key lock on PostgreSQL.
+ *
+ * @since 0.3.0
+ * @category constants
+ */
+export const claimAndOwnManyKey: (owner: model.OwnerIdType) => string = ClaimMany.keyOf
+
+/**
  * `transitionOwned`: `Transitioned`, `FenceLost`, `NotFound`, `GuardFailed`.
  *
  * @since 0.1.0
@@ -308,6 +342,21 @@ export const ownershipEventType: (transition: OwnershipTransition) => string = m
  * one statement, to name their outcome; over any other strategy each run is its own `heartbeat`.
  * Duplicate ids (or leases) are allowed and renewed once; an empty list sends nothing. Bad input
  * fails `invalid_run` naming the field (`runIds[3]`, `leases[2].owner.pid`, `owner`, `nowMs`).
+ *
+ * Batched claims (`@since 0.3.0`): `claimAndOwnMany(claims, owner, nowMs, limit?)` claims and
+ * owns, in the order given, the first `limit` (default all) listed runs that nobody owns or claims
+ * and whose status and `state_json` are still their `expectedStatus` (`pending` or `suspended`) and
+ * `expectedState` (a compare-and-swap), as `claimAndOwn` would for each: owner, generation and
+ * lease stamp `nowMs`, the waiting columns cleared, and the run's `stateJson` installed by the same
+ * update; the ownership facts `claimed` and `activated` per run. Answers a `ReadonlyMap` from each
+ * run id to `Activated` or `Missed` (the row had moved on, was gone, was held by another writer, or
+ * fell past `limit`; nothing written for it). Over the row strategy the batch is one `UPDATE`
+ * (PostgreSQL: rows another writer holds are skipped, and the facts ride in the same statement, sent
+ * alone in autocommit; SQLite: one `BEGIN IMMEDIATE` transaction with two statements of facts per
+ * claimed run), joined to the caller's write when one is open; over any other strategy each run is
+ * its own `claimAndOwn` and owned transition (its stored state not compared). At most {@link claimAndOwnManyMax} runs; bad input
+ * fails `invalid_run` naming the field (`claims[2].runId`, `claims[0].expectedStatus`, `owner`,
+ * `nowMs`, `limit`), nothing written.
  *
  * Batched creation (`@since 0.2.0`): `createReleased(runs)` creates every listed run in one write,
  * already released (status `suspended`, no owner and no claim, `startedAtMs` = `createdAtMs`, from
@@ -372,6 +421,10 @@ export const makeNoop = (overrides?: Partial<Service>): Service => {
     requestCancel: () => notFound,
     claim: () => notFound,
     claimAndOwn: () => notFound,
+    claimAndOwnMany: (claims: ReadonlyArray<model.ReleasedClaim>) =>
+      Effect.succeed(
+        new Map<string, model.ClaimAndOwnManyOutcome>(Array.from(claims, (c) => [c.runId, { _tag: "Missed" }]))
+      ),
     recoverClaim: () => notFound,
     heartbeat: () => notFound,
     reconfirm: () => notFound,

@@ -84,6 +84,14 @@ export const claimAndOwn = byOutcome(op("claim_and_own"), [
 ])
 
 /**
+ * `claimAndOwnMany` counters, per run of the batch: `Activated`, `Missed`.
+ *
+ * @since 0.3.0
+ * @category metrics
+ */
+export const claimAndOwnMany = byOutcome(op("claim_and_own_many"), ["Activated", "Missed"])
+
+/**
  * `activate` outcome counters.
  *
  * @since 0.1.0

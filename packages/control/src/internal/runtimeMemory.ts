@@ -20,6 +20,7 @@ import type { ApprovalTarget, Principal, Receipt, RunStatus, RunSummary, SignalP
 import { isTerminalStatus } from "../ControlSchema.js"
 import type {
   ApprovalDecision,
+  ClaimedRun,
   ApprovalToken,
   BulkGrant,
   MemoryOptions,
@@ -476,6 +477,29 @@ export const makeMemory = (options: MemoryOptions, journal?: Journal.Service): E
           signals: Effect.map(service.pendingSignals, (pending) => pending.length > 0),
           resumes: Effect.map(service.pendingResumes, (pending) => pending.length > 0),
           candidates: Effect.map(service.hostCandidates({ ...query, limit: 1 }), (page) => page.candidates.length > 0)
+        }),
+      // The same rule as the SQL runtime's, run by asking this runtime's own reads and claims run by run.
+      claimNext: (query) =>
+        Effect.gen(function*() {
+          if (!Number.isSafeInteger(query.limit) || query.limit < 1 || query.limit > 100) {
+            return yield* Effect.fail(new InvalidInput({ issue: "limit: must be an integer in 1..100" }))
+          }
+          const page = yield* service.hostCandidates(query)
+          const claimed: Array<ClaimedRun> = []
+          for (const candidate of page.candidates) {
+            if (candidate.kind !== "released" || query.exceptQueues?.includes(candidate.queue) === true) continue
+            if ((yield* service.codeDrift(candidate.runId).pipe(Effect.orElseSucceed(() => undefined))) !== undefined) continue
+            const summary = yield* Effect.either(service.resume(candidate.runId, { scope: "any" }))
+            if (summary._tag === "Left" || summary.right.ownerId === undefined) continue
+            claimed.push({
+              summary: summary.right,
+              queue: candidate.queue,
+              fence: summary.right.ownerId,
+              heartbeatAtMs: query.nowMs,
+              neverDriven: false
+            })
+          }
+          return { claimed, leasesWaiting: false }
         }),
       hostCandidates: (query) =>
         Effect.gen(function*() {

@@ -60,11 +60,28 @@ export const runExpressions = (ctx: SqlContext) => {
   return { isControl, flowId, baseStatus, status, parent, lineage, member }
 }
 
+const leaseStaleAfterMs = Duration.toMillis(Heartbeat.heartbeatStaleAfter)
+
+/** SQL: `AND` the run's flow is one of `flowIds` (nothing when absent). */
+export const flowFilter = (ctx: SqlContext, flowIds: ReadonlyArray<string> | undefined): Fragment =>
+  flowIds === undefined ? ctx.sql`` : ctx.sql`AND ${runExpressions(ctx).member("$.flowId")} IN ${idSet(ctx, flowIds)}`
+
+/** SQL: `flows_runs r` holds a lease lapsed at `nowMs`: a claim or an owner's stamp older than the stale cutoff. */
+export const lapsedLease = (ctx: SqlContext, nowMs: number): Fragment => {
+  const cutoff = nowMs - leaseStaleAfterMs
+  return ctx.sql`((r.claim_host_id IS NOT NULL AND r.claimed_at_ms < ${cutoff})
+    OR (r.status = 'running' AND r.heartbeat_at_ms < ${cutoff}))`
+}
+
+/** SQL scalar: the newest lease stamp of the running launched runs of `flowIds` (NULL when none). */
+export const newestLease = (ctx: SqlContext, flowIds: ReadonlyArray<string> | undefined): Fragment =>
+  ctx.sql`(SELECT MAX(r.heartbeat_at_ms) FROM control_runs cr JOIN flows_runs r ON r.run_id = cr.run_id
+    WHERE r.status = 'running' ${flowFilter(ctx, flowIds)})`
+
 /** Listing operations bound to one runtime context. */
 export const makeListing = (ctx: SqlContext) => {
   const { sql } = ctx
   const x = runExpressions(ctx)
-  const staleAfterMs = Duration.toMillis(Heartbeat.heartbeatStaleAfter)
 
   // `bound`: only rows at or below this `row_seq` (a settled number, see `sqlSettled`).
   const selectionOf = (query: RunQuery, tables: Tables, bound?: number) => {
@@ -210,8 +227,7 @@ export const makeListing = (ctx: SqlContext) => {
       }
     })
 
-  const flowFilterOf = (query: HostProbeQuery) =>
-    query.flowIds === undefined ? sql`` : sql`AND ${x.member("$.flowId")} IN ${idSet(ctx, query.flowIds)}`
+  const flowFilterOf = (query: HostProbeQuery) => flowFilter(ctx, query.flowIds)
 
   // Leases (stale owners, orphaned claims) whatever their queue's state: they are runs already taken,
   // not new work. Released runs only when available by now in a queue neither paused nor running its
@@ -225,10 +241,8 @@ export const makeListing = (ctx: SqlContext) => {
   const candidateFrom = sql`control_runs cr JOIN flows_runs r ON r.run_id = cr.run_id
     LEFT JOIN control_queues q ON q.queue = cr.queue LEFT JOIN busy b ON b.queue = cr.queue`
   const candidateWhere = (query: HostProbeQuery) => {
-    const cutoff = query.nowMs - staleAfterMs
     return sql`r.status NOT IN ${sql.literal(terminalList)} ${flowFilterOf(query)}
-      AND ((r.claim_host_id IS NOT NULL AND r.claimed_at_ms < ${cutoff})
-        OR (r.status = 'running' AND r.heartbeat_at_ms < ${cutoff})
+      AND (${lapsedLease(ctx, query.nowMs)}
         OR (${released(sql)} AND cr.available_at_ms <= ${query.nowMs} AND COALESCE(q.paused, 0) = 0
           AND (q.concurrency IS NULL OR COALESCE(b.n, 0) < q.concurrency)))`
   }
@@ -237,7 +251,7 @@ export const makeListing = (ctx: SqlContext) => {
     Effect.gen(function*() {
       const limit = yield* checkLimit(query.limit)
       yield* checkCandidateQuery(query)
-      const cutoff = query.nowMs - staleAfterMs
+      const cutoff = query.nowMs - leaseStaleAfterMs
       // Lapsed leases first, then released runs in claim order.
       const rows = yield* sql<RawRow & { control_status: string | null; flow_id: string | null; updated_at: unknown; queue: string }>`
         WITH ${busy}
@@ -276,9 +290,9 @@ export const makeListing = (ctx: SqlContext) => {
       })
       // The stamps matter only to a host about to claim something: an empty page reads none.
       if (candidates.length === 0) return { candidates }
-      const newest = yield* sql<{ m: number | null }>`SELECT MAX(r.heartbeat_at_ms) AS m
-        FROM control_runs cr JOIN flows_runs r ON r.run_id = cr.run_id
-        WHERE r.status = 'running' ${flowFilterOf(query)}`.pipe(persist("find host candidates"))
+      const newest = yield* sql<{ m: number | null }>`SELECT ${newestLease(ctx, query.flowIds)} AS m`.pipe(
+        persist("find host candidates")
+      )
       const m = newest[0]?.m
       return { candidates, ...(m === null || m === undefined ? {} : { newestHeartbeatAtMs: Number(m) }) }
     })

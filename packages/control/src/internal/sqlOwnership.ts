@@ -29,6 +29,28 @@ const codeOf = (summary: RunSummary): Code => ({
 
 const hasCode = (code: Code) => code.executionDigest !== undefined || code.engineVersion !== undefined
 
+/**
+ * The summary a transition to `status` (store status `store`, epoch ms `at`) by `owner` writes: its durable
+ * members, the owner's fence while it runs, the parker's fence when it parks.
+ */
+export const transitioned = (
+  summary: RunSummary,
+  owner: OwnerIdentity,
+  status: RunStatus,
+  store: StoreStatus,
+  at: number
+): RunSummary => {
+  const { ownerId, parkedBy: _p, ...rest } = durableSummary(summary)
+  const parks = store === "suspended" && !(status === "accepted")
+  return {
+    ...rest,
+    status,
+    updatedAt: at,
+    ...(store === "running" && ownerId !== undefined ? { ownerId } : {}),
+    ...(parks ? { parkedBy: fenceOf(owner) } : {})
+  }
+}
+
 /** Ownership operations bound to one runtime context. */
 export const makeOwnership = (ctx: SqlContext) => {
   const fibers = new Map<string, Fiber.RuntimeFiber<unknown, unknown>>()
@@ -51,16 +73,7 @@ export const makeOwnership = (ctx: SqlContext) => {
     store: StoreStatus = storeStatusOf(status)
   ): Effect.Effect<RunSummary, OwnershipError> =>
     Effect.gen(function*() {
-      const at = yield* ctx.now
-      const { ownerId, parkedBy: _p, ...rest } = durableSummary(summary)
-      const parks = store === "suspended" && !(status === "accepted")
-      const next: RunSummary = {
-        ...rest,
-        status,
-        updatedAt: at,
-        ...(store === "running" && ownerId !== undefined ? { ownerId } : {}),
-        ...(parks ? { parkedBy: fenceOf(owner) } : {})
-      }
+      const next = transitioned(summary, owner, status, store, yield* ctx.now)
       const write = ctx.store.transitionOwned(runId, owner, store, JSON.stringify(next)).pipe(persist("transition a run"))
       // A finished run settles its pending signals in the same write: nothing can deliver them anymore.
       const outcome = yield* isTerminalStatus(status)

@@ -15,7 +15,8 @@ import { fenceOf, persist } from "./sqlContext.js"
 import * as Sequences from "./sqlSequences.js"
 import { corrupt, decoder } from "./storedValue.js"
 
-interface PlanRow {
+/** A `control_plans` row as read. */
+export interface PlanRow {
   readonly plan_id: string
   readonly row_seq: number
   readonly card_json: string
@@ -26,7 +27,8 @@ interface PlanRow {
 const decodeCard = decoder(PlanCard, "control_plans.card_json", { json: true })
 const decodeDecision = decoder(PlanDecision, "control_plans.decision")
 
-const storedOf = (row: PlanRow): Effect.Effect<StoredPlan, PersistenceError> => {
+/** Decode a stored plan row; a corrupt card, decision or input fails `PersistenceError`. */
+export const storedOf = (row: PlanRow): Effect.Effect<StoredPlan, PersistenceError> => {
   const subject = `plan ${row.plan_id}`
   const card = decodeCard(row.card_json, subject)
   if (Either.isLeft(card)) return Effect.fail(card.left)

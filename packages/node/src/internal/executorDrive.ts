@@ -47,6 +47,11 @@ export interface DriveControl {
 export interface DriveKnown {
   readonly summary: ControlSchema.RunSummary
   readonly plan?: ControlRuntime.StoredPlan | undefined
+  /** The claim's fence and lease stamp (a batch claim answers them). */
+  readonly fence?: string | undefined
+  readonly heartbeatAtMs?: number | undefined
+  /** Never driven: no drive, takeover or attempt of the run exists to read. */
+  readonly neverDriven?: boolean | undefined
 }
 
 /** How a drive ended. */
@@ -279,12 +284,15 @@ export const drive = (
   known?: DriveKnown
 ): Effect.Effect<DriveEnd> =>
   Effect.gen(function*() {
-    const fence = yield* env.runtime.claimFence(runId)
+    const fence = known?.fence ?? (yield* env.runtime.claimFence(runId))
     const owner = JSON.parse(fence) as OwnerId.OwnerId
-    const row = yield* env.runStore.get(runId)
+    const heartbeatAtMs = known?.fence !== undefined && known.heartbeatAtMs !== undefined
+      ? known.heartbeatAtMs
+      : (yield* env.runStore.get(runId)).heartbeatAtMs
     const summary = known?.summary ?? (yield* env.runtime.getRun(runId))
     const flow = yield* env.flowFor(summary.flowId)
-    const counted = yield* countDrives(env.journal, runId)
+    const neverDriven = known?.neverDriven === true
+    const counted = neverDriven ? { driven: 0, takeovers: 0 } : yield* countDrives(env.journal, runId)
     const drives = counted.driven + 1
     const takeovers = counted.takeovers
     const run: RunService = {
@@ -304,7 +312,7 @@ export const drive = (
       : known?.plan !== undefined && known.plan.card.planId === summary.planId
       ? known.plan
       : yield* env.runtime.getPlan(summary.planId)
-    const attempts = yield* env.attempts.list(runId)
+    const attempts = neverDriven ? [] : yield* env.attempts.list(runId)
     const latest = new Map<string, AttemptStore.Attempt>()
     for (const attempt of attempts) {
       const current = latest.get(attempt.stepKeyDigest)
@@ -374,7 +382,7 @@ export const drive = (
     let lapsed = false
     const heartbeat = yield* Effect.forkDaemon(
       Heartbeat.keepAlive(runId, owner, fiber, {
-        ...(row.heartbeatAtMs === null ? {} : { heartbeatAtMs: row.heartbeatAtMs }),
+        ...(heartbeatAtMs === null ? {} : { heartbeatAtMs }),
         onLapse: () =>
           Effect.sync(() => {
             lapsed = true

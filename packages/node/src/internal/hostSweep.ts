@@ -5,7 +5,7 @@ import * as JournalEvent from "@baton/journal/JournalEvent"
 import type * as Journal from "@baton/journal/Journal"
 import type * as OwnerId from "@baton/journal/OwnerId"
 import * as Ownership from "@baton/run-store/Ownership"
-import { Cause, Clock, Duration, Effect } from "effect"
+import { Cause, Clock, Duration, Effect, Option } from "effect"
 import * as HostIdentity from "../HostIdentity.js"
 import type * as ProcessLiveness from "../ProcessLiveness.js"
 import { nodeSource } from "./executorJournal.js"
@@ -17,6 +17,9 @@ import { deliverSignal, takeUp } from "./hostSignals.js"
 import * as LiveIncarnations from "./liveIncarnations.js"
 
 const skewMs = Duration.toMillis(Consensus.heartbeatSkewAllowance)
+
+/** Most runs one batch claim takes (the run store's batch bound). */
+const ClaimNextMax = 100
 
 /** The sweep's memory across ticks: cancels being settled. */
 export interface SweepMemory {
@@ -133,13 +136,42 @@ export const discovery = (core: HostCore) =>
     const flowIds = yield* servedFlowIds(core)
     if (flowIds.length === 0) return
     const nowMs = yield* Clock.currentTimeMillis
-    const page = yield* core.runtime.hostCandidates({ flowIds, nowMs, limit: Math.min(500, 2 * capacity) })
-    if (page.newestHeartbeatAtMs !== undefined && page.newestHeartbeatAtMs > nowMs + skewMs) {
-      yield* Effect.logWarning(
-        `this host's clock is ${Math.round((page.newestHeartbeatAtMs - nowMs) / 1000)} s behind the database's lease stamps`
-      )
-      return
+    const behind = (newestHeartbeatAtMs: number | undefined) =>
+      newestHeartbeatAtMs !== undefined && newestHeartbeatAtMs > nowMs + skewMs
+        ? Effect.as(
+          Effect.logWarning(
+            `this host's clock is ${Math.round((newestHeartbeatAtMs - nowMs) / 1000)} s behind the database's lease stamps`
+          ),
+          true
+        )
+        : Effect.succeed(false)
+    // The common case first, in one write: released runs of queues without limits. A failed batch
+    // leaves every run to the one-at-a-time path below.
+    const batch = yield* core.runtime.claimNext({
+      flowIds,
+      nowMs,
+      limit: Math.min(ClaimNextMax, capacity),
+      exceptQueues: Array.from(core.queueLimits.keys())
+    }).pipe(
+      Effect.tapError((error) => Effect.logDebug(`sweep: batch claim failed (${error._tag}); claiming one at a time`)),
+      Effect.option
+    )
+    if (Option.isSome(batch)) {
+      if (yield* behind(batch.value.newestHeartbeatAtMs)) return
+      for (const claimed of batch.value.claimed) {
+        const { summary } = claimed
+        yield* core.startDrive(summary.runId, summary.flowId, "released", null, claimed.queue, {
+          summary,
+          plan: claimed.plan,
+          fence: claimed.fence,
+          heartbeatAtMs: claimed.heartbeatAtMs,
+          neverDriven: claimed.neverDriven
+        })
+      }
+      if (core.capacity() <= 0 || !core.accepting) return
     }
+    const page = yield* core.runtime.hostCandidates({ flowIds, nowMs, limit: Math.min(500, 2 * core.capacity()) })
+    if (yield* behind(page.newestHeartbeatAtMs)) return
     const self = HostIdentity.ownerOf(core.identity)
     const refused = new Set<string>()
     let earlier = 0

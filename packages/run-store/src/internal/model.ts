@@ -95,6 +95,17 @@ export type ClaimAndOwnOutcome =
   | T<"HeartbeatFresh">
   | T<"SnapshotChanged">
   | T<"EvidenceRequired">
+/**
+ * One run of `claimAndOwnMany`: a run without owner or claim, expected in `expectedStatus` with
+ * `expectedState` as its `state_json` (the claim is a compare-and-swap on both), and its new state.
+ */
+export interface ReleasedClaim {
+  readonly runId: string
+  readonly expectedStatus: "pending" | "suspended"
+  readonly expectedState: string
+  readonly stateJson: string
+}
+export type ClaimAndOwnManyOutcome = T<"Activated"> | T<"Missed">
 export type ActivateOutcome = T<"Activated"> | T<"ClaimLost"> | T<"SnapshotChanged">
 export type AbandonClaimOutcome = T<"Abandoned"> | T<"ClaimLost">
 export type RecoverClaimOutcome =
@@ -157,6 +168,12 @@ export interface Service {
     nowMs: number,
     evidence?: LivenessEvidence
   ) => Effect.Effect<ClaimAndOwnOutcome, RunStoreError>
+  readonly claimAndOwnMany: (
+    claims: ReadonlyArray<ReleasedClaim>,
+    owner: OwnerIdType,
+    nowMs: number,
+    limit?: number
+  ) => Effect.Effect<ReadonlyMap<string, ClaimAndOwnManyOutcome>, RunStoreError>
   readonly activate: (
     runId: string,
     claimant: OwnerIdType,
