@@ -11,8 +11,9 @@ import type { SqlError } from "@effect/sql/SqlError"
 import * as Cause from "effect/Cause"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
-import * as Exit from "effect/Exit"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as FiberRef from "effect/FiberRef"
 import * as Layer from "effect/Layer"
 import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
@@ -278,6 +279,21 @@ export const isInTransaction: Effect.Effect<boolean> = Effect.map(
   Option.isSome
 )
 
+const joinScope: FiberRef.FiberRef<boolean> = FiberRef.unsafeMake(false)
+
+/**
+ * Run `effect` so that every write it nests inside an open managed write joins that write without a
+ * savepoint, as if each passed `savepoint: false` (a savepoint and its release are two statements per
+ * nested write). For writes none of whose nested failures the body catches and recovers from: a
+ * joined write that fails poisons the enclosing write, which then dies instead of committing
+ * (`WriteOptions.savepoint`). An outermost write, and a write behind a raw savepoint, are unchanged.
+ *
+ * @since 0.3.0
+ * @category transactions
+ */
+export const joinWithoutSavepoints = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Effect.locally(effect, joinScope, true)
+
 /**
  * Register `update` (short, non-failing, process-local) to run once after the
  * innermost managed write's outermost transaction commits. Answers `true` when
@@ -487,7 +503,10 @@ export const make = (sql: SqlClient.SqlClient, options?: WriteRetryOptions): Ser
         Effect.serviceOption(SqlClient.TransactionConnection),
         (transaction): Effect.Effect<A, E | SqlError, R> =>
           Option.isSome(transaction)
-            ? nested(body, key, transaction.value, options?.savepoint !== false)
+            ? Effect.flatMap(
+              FiberRef.get(joinScope),
+              (join) => nested(body, key, transaction.value, options?.savepoint !== false && !join)
+            )
             : outermost(body, key)
       ).pipe(Effect.catchAllCause((cause) => Effect.failCause(normalizeCause(cause))))
     })

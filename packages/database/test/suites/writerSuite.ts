@@ -156,6 +156,29 @@ export const writerSuite = (layer: () => DatabaseLayer, options: { readonly keys
     expect(yield* names).toEqual(["kept"])
   }))
 
+  test("joinWithoutSavepoints: nested writes join as savepoint: false; without it a caught nested failure is a savepoint's", Effect.gen(function*() {
+    const { names, sql, writer } = yield* setup
+    const body = Effect.gen(function*() {
+      yield* sql`INSERT INTO items (name) VALUES ('outer')`
+      yield* writer.write(Effect.zipRight(sql`INSERT INTO items (name) VALUES ('partial')`, Effect.fail(new AppError())), {
+        key: "k1"
+      }).pipe(Effect.ignore)
+    })
+    // Savepointed (the default): the caught failure rolls back its own savepoint only.
+    yield* writer.write(body)
+    expect(yield* names).toEqual(["outer"])
+    // Joined: the caught failure poisons the enclosing write, which dies and writes nothing.
+    const exit = yield* DurableWriter.joinWithoutSavepoints(writer.write(body)).pipe(Effect.exit)
+    expect(Exit.isFailure(exit) && Cause.isDie(exit.cause)).toBe(true)
+    expect(yield* names).toEqual(["outer"])
+    // Joined writes that succeed commit with the enclosing one, and an outermost write is unchanged.
+    yield* DurableWriter.joinWithoutSavepoints(writer.write(Effect.gen(function*() {
+      yield* writer.write(sql`INSERT INTO items (name) VALUES ('joined')`, { key: "k1" })
+      yield* writer.write(writer.write(sql`INSERT INTO items (name) VALUES ('deeper')`))
+    })))
+    expect(yield* names).toEqual(["deeper", "joined", "outer"])
+  }))
+
   test("a nested write reports isInTransaction and joins the outer transaction", Effect.gen(function*() {
     const { names, sql, writer } = yield* setup
     expect(yield* DurableWriter.isInTransaction).toBe(false)

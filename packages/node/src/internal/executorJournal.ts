@@ -1,4 +1,5 @@
 /** Journal writes of the executor: source id, fenced appends, and how failures end a drive. */
+import * as DurableWriter from "@baton/database/DurableWriter"
 import type * as JournalEvent from "@baton/journal/JournalEvent"
 import { Effect } from "effect"
 import { type DriveState, endDrive } from "./executorState.js"
@@ -83,7 +84,9 @@ export const flushLossy = (state: DriveState): Effect.Effect<void> =>
  * written, `write` runs as is. Call it outside any transaction, after `flushLossy`.
  */
 export const withPrelude = <A, E>(state: DriveState, write: Effect.Effect<A, E>): Effect.Effect<A, E | unknown> =>
-  Effect.suspend(() =>
+  // A drive's write fails whole or commits whole (nothing in it recovers from a nested failure), so its
+  // nested writes join it without savepoints.
+  DurableWriter.joinWithoutSavepoints(Effect.suspend(() =>
     state.prelude === undefined ? write : state.preludeLock.withPermits(1)(Effect.suspend(() => {
       const prelude = state.prelude
       if (prelude === undefined) return write
@@ -91,7 +94,7 @@ export const withPrelude = <A, E>(state: DriveState, write: Effect.Effect<A, E>)
         Effect.tap(() => Effect.sync(() => (state.prelude = undefined)))
       )
     }))
-  )
+  ))
 
 /** Write the drive's prelude now, in a transaction of its own, if it is still unwritten. */
 export const writePrelude = (state: DriveState): Effect.Effect<void, unknown> => withPrelude(state, Effect.void)
