@@ -1,8 +1,9 @@
 /**
  * Counts what a no-op job costs a host that claims it (the W1 shape of the queue bench): a client
  * runtime starts N runs with `Flow.startMany`, a host runtime on the same SQLite file drives them,
- * and the host side's statements and write transactions per job are printed:
- * `tsx --tsconfig tsconfig.base.json scripts/lib/trace-queue-job.ts [--jobs N] [--trace]`.
+ * and the host side's statements, write transactions and (PostgreSQL) round trips per job are printed:
+ * `tsx --tsconfig tsconfig.base.json scripts/lib/count-queue-job.ts [--jobs N] [--trace] [--pg <url> --schema <schema>]`
+ * (with `--pg`, both runtimes use that PostgreSQL schema instead of a SQLite file; drop it afterwards).
  */
 import * as Flow from "@baton/node/Flow"
 import * as NodeRuntime from "@baton/node/NodeRuntime"
@@ -15,6 +16,8 @@ import * as Counter from "./StatementCounter.js"
 const args = process.argv.slice(2)
 const jobs = args.includes("--jobs") ? Number(args[args.indexOf("--jobs") + 1]) : 200
 const trace = args.includes("--trace")
+const pg = args.includes("--pg") ? args[args.indexOf("--pg") + 1] : undefined
+const schema = args.includes("--schema") ? args[args.indexOf("--schema") + 1]! : `count_queue_job_${process.pid}`
 let done = 0
 const noop = Flow.make({
   id: "trace-noop",
@@ -25,8 +28,11 @@ const noop = Flow.make({
 })
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), "baton-trace-q-"))
 const filename = path.join(dir, "t.db")
-Counter.installSqlite()
-const client = ManagedRuntime.make(NodeRuntime.layer({ filename, flows: [noop], mode: "client" }))
+if (pg === undefined) Counter.installSqlite()
+else Counter.installPg()
+const layerOf = (options: Omit<NodeRuntime.Options, "filename">) =>
+  pg === undefined ? NodeRuntime.layer({ ...options, filename }) : NodeRuntime.layerPg({ ...options, url: pg, schema })
+const client = ManagedRuntime.make(layerOf({ flows: [noop], mode: "client" }))
 // The host's lease renewals are not the jobs'.
 const renewals = Counter.matching(/^\s*UPDATE flows_runs (AS r )?SET heartbeat_at_ms = /i)
 await client.runPromise(Flow.startMany(noop, Array.from({ length: jobs }, (_, i) => ({ i }))))
@@ -36,7 +42,7 @@ const renewalsBefore = renewals()
 const before = Counter.snapshot()
 const cpu = process.cpuUsage()
 const t0 = performance.now()
-const host = ManagedRuntime.make(NodeRuntime.layer({ filename, flows: [noop], maxRuns: 16, pollInterval: "100 millis" }))
+const host = ManagedRuntime.make(layerOf({ flows: [noop], maxRuns: 16, pollInterval: "100 millis" }))
 await host.runPromise(Effect.void)
 while (done < jobs) await new Promise((r) => setTimeout(r, 5))
 const ms = performance.now() - t0
@@ -46,11 +52,13 @@ await host.dispose()
 await client.dispose()
 if (trace) for (const l of lines) console.log(l)
 console.log(JSON.stringify({
+  dialect: pg === undefined ? "sqlite" : "pg",
   jobs,
   perJob: {
     statements: c.statements / jobs,
     writeTransactions: (c.writeTransactions - (renewals() - renewalsBefore)) / jobs,
-    cpuMs: (used.user + used.system) / 1000 / jobs
+    cpuMs: (used.user + used.system) / 1000 / jobs,
+    ...(pg === undefined ? {} : { roundTrips: c.roundTrips / jobs })
   },
   jobsPerS: jobs / (ms / 1000)
 }))

@@ -472,7 +472,8 @@ export interface HostCandidatePage {
 
 /**
  * What `claimNext` takes: the flows a host serves, `nowMs` (epoch ms), at most `limit` runs (1..100), and
- * queues it must leave to the one-at-a-time path (`exceptQueues`: queues at or near this host's own limit).
+ * queues whose runs it must leave to the one-at-a-time path (`exceptQueues`: queues with this host's own
+ * limit): a batch ends at the first such run.
  *
  * @since 0.3.0
  * @category models
@@ -723,9 +724,10 @@ export interface Service {
   readonly hostCandidates: (query: HostCandidateQuery) => Effect.Effect<HostCandidatePage, InvalidInput | PersistenceError>
   /**
    * Claim up to `limit` next released runs of the served flows, by priority (highest first), then
-   * availability, then creation: runs available by `nowMs`, in queues neither paused nor under a global
-   * concurrency limit nor listed in `exceptQueues`, whose recorded code is this runtime's. Runs of other
-   * queues, drifted runs and lapsed leases are left to `hostCandidates` and `resume`. SQL: one read of
+   * availability, then creation (runs available by `nowMs`, in queues not paused and not running their
+   * global limit, whose recorded code is this runtime's): the leading ones, up to the first whose queue
+   * has a limit to check (a global one, or one listed in `exceptQueues`). That run, those after it,
+   * drifted runs and lapsed leases are left to `hostCandidates` and `resume`, so the order holds. SQL: one read of
    * twice the runs wanted, then the run store's `claimAndOwnMany` (a compare-and-swap per run; on
    * PostgreSQL one autocommit statement that skips rows another claimer holds, so hosts claiming at once
    * take different runs); nothing to claim writes nothing. Bad input fails `InvalidInput` naming the field.

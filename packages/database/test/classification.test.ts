@@ -46,6 +46,8 @@ describe("DatabaseError classification", () => {
     ["42601", "", "unknown"],
     [undefined, "database is locked", "busy"],
     [undefined, "Could not serialize access due to concurrent update", "busy"],
+    // node-postgres' pool found no free connection in time: contention, no statement ran.
+    [undefined, "timeout exceeded when trying to connect", "busy"],
     [undefined, "attempt to write a readonly database", "read_only"],
     [undefined, "database disk image is malformed", "corrupt"],
     [undefined, "database or disk is full", "full"],

@@ -4,6 +4,7 @@
  *
  * @since 0.1.0
  */
+import * as DurableWriter from "@baton/database/DurableWriter"
 import * as Control from "@baton/control/Control"
 import * as ControlError from "@baton/control/ControlError"
 import type * as ControlRuntime from "@baton/control/ControlRuntime"
@@ -581,10 +582,22 @@ export const await_ = <A = unknown, E = unknown>(
             body: () => Effect.map(Queue.takeBetween(changes, 1, 4096), (batch) => Chunk.some(batch, (e) => e.runId === runId && ending(e.eventType)))
           })
         )
+    // A read refused for contention (a pool with no free connection in time) is read again, later.
+    const contended = (error: { readonly _tag: string }) =>
+      error._tag === "PersistenceError" && DurableWriter.codeOf(error) === "busy"
+    const read = control.getRun(runId).pipe(
+      Effect.retry({
+        schedule: Schedule.exponential(Duration.millis(20)).pipe(
+          Schedule.modifyDelay((_, delay) => Duration.min(delay, Duration.millis(maxMs))),
+          Schedule.jittered
+        ),
+        while: contended
+      })
+    )
     const loop = Effect.gen(function*() {
       let delay = 10
       for (;;) {
-        const summary = yield* control.getRun(runId)
+        const summary = yield* read
         if (ControlSchema.isTerminalStatus(summary.status)) return yield* outcomeOf(flow, summary)
         yield* wait(delay)
         delay = Math.min(maxMs, delay * 2)
@@ -592,8 +605,12 @@ export const await_ = <A = unknown, E = unknown>(
     })
     if (timeoutMs === undefined) return yield* loop
     // A run that has ended answers whatever the timeout (also 0: "look, do not wait").
-    const first = yield* control.getRun(runId)
-    if (ControlSchema.isTerminalStatus(first.status)) return yield* outcomeOf(flow, first)
+    // Read once outside the timeout (an ended run answers even at 0); a contended read waits under it.
+    const first = yield* control.getRun(runId).pipe(
+      Effect.map(Option.some),
+      Effect.catchIf(contended, () => Effect.succeedNone)
+    )
+    if (Option.isSome(first) && ControlSchema.isTerminalStatus(first.value.status)) return yield* outcomeOf(flow, first.value)
     return yield* loop.pipe(
       Effect.timeoutFail({ duration: Duration.millis(timeoutMs), onTimeout: () => new AwaitTimeout({ runId, timeoutMs }) })
     )

@@ -75,6 +75,24 @@ describe("queues on one host", () => {
       expect(startsOf([a, b, c, d, e, f])).toEqual([c, f, b, a, d, e])
     }))
 
+  it.scopedLive("priority holds across queues with and without limits: a limited queue's urgent runs go first", () =>
+    Effect.gen(function*() {
+      const db = fresh()
+      const client = yield* clientOn(db.filename)
+      yield* Effect.flatMap(Queues.Queues, (q) => q.setConcurrency("limited", 5)).pipe(inContext(client))
+      const low = [yield* releasedRun(client, { priority: 0 }), yield* releasedRun(client, { priority: 0 })]
+      const urgent = [
+        yield* releasedRun(client, { priority: 10, queue: "limited" }),
+        yield* releasedRun(client, { priority: 10, queue: "local" })
+      ]
+      const middle = yield* releasedRun(client, { priority: 5 })
+      const all = [...low, ...urgent, middle]
+      // "local" has this host's own limit; "limited" a global one; "default" none.
+      yield* hostOn(db.filename, { maxRuns: 1, pollInterval: "10 seconds", queues: { local: { concurrency: 2 } } })
+      for (const runId of all) yield* awaitStatus(runId, ["completed"], "8 seconds").pipe(inContext(client))
+      expect(startsOf(all)).toEqual([...urgent, middle, ...low])
+    }))
+
   it.scopedLive("a delayed run is not taken before its time, though its priority is higher", () =>
     Effect.gen(function*() {
       const db = fresh()

@@ -4,8 +4,9 @@
  * enough), then the run store's `claimAndOwnMany`, a compare-and-swap on each candidate's status and
  * stored state that installs its claimed summary in the same update and takes the first `limit` still
  * matching (PostgreSQL: skipping rows another claimer holds). Nothing to claim writes nothing. Only the
- * common case is taken here (queues without a global limit, recorded code matching this runtime's);
- * everything else stays with `hostCandidates` and `resume`, one run at a time.
+ * common case is taken here: the leading candidates, in claim order, up to the first whose queue has a
+ * limit to check (global, or one of `exceptQueues`), recording this runtime's code; that run and
+ * everything after it stay with `hostCandidates` and `resume`, one at a time, so the order holds.
  */
 import * as Consensus from "@baton/journal/Consensus"
 import * as RunStore from "@baton/run-store/RunStore"
@@ -18,8 +19,7 @@ import type { RunSummary } from "../ControlSchema.js"
 import { released } from "./queueSql.js"
 import type { SqlContext } from "./sqlContext.js"
 import { fenceOf, persist } from "./sqlContext.js"
-import { idSet } from "./sqlFragments.js"
-import { flowFilter, lapsedLease, newestLease, runExpressions } from "./sqlListing.js"
+import { busyQueues, flowFilter, lapsedLease, newestLease, runExpressions } from "./sqlListing.js"
 import { transitioned } from "./sqlOwnership.js"
 import { type PlanRow, storedOf } from "./sqlPlans.js"
 import type { RawRow, RunRow } from "./sqlRows.js"
@@ -92,25 +92,23 @@ export const makeClaimNext = (
   }
 
   const select = (query: ClaimNextQuery, catalog: ReadonlyArray<{ flowId: string; executionDigest?: string | undefined }>, withJournal: boolean) => {
-    const except = query.exceptQueues === undefined || query.exceptQueues.length === 0
-      ? sql``
-      : sql`AND cr.queue NOT IN ${idSet(ctx, query.exceptQueues)}`
     // A first claim: nothing but control's own entries journaled, and no attempt (without the journal's
     // tables nothing says so).
     const seen = withJournal
       ? sql`EXISTS (SELECT 1 FROM flows_journal_events e WHERE e.run_id = r.run_id AND e.event_type NOT LIKE 'control.%') OR `
       : sql`1 = 1 OR `
-    return sql<RawRow>`WITH picked AS MATERIALIZED (
+    return sql<RawRow>`WITH ${busyQueues(ctx)}, picked AS MATERIALIZED (
         SELECT ${runColumns(ctx)}, cr.queue AS queue, cr.priority AS claim_priority, cr.available_at_ms AS claim_available_at_ms,
+          q.concurrency AS queue_limit,
           p.plan_id AS plan_id, p.row_seq AS plan_row_seq, p.card_json, p.decoded_input_json, p.decision,
           (CASE WHEN ${seen}EXISTS (SELECT 1 FROM flows_attempts a WHERE a.run_id = r.run_id) THEN 0 ELSE 1 END) AS never_driven
         FROM flows_runs r JOIN control_runs cr ON cr.run_id = r.run_id
           LEFT JOIN control_run_resumes rr ON rr.run_id = r.run_id
-          LEFT JOIN control_queues q ON q.queue = cr.queue
+          LEFT JOIN control_queues q ON q.queue = cr.queue LEFT JOIN busy b ON b.queue = cr.queue
           LEFT JOIN control_plans p ON p.plan_id = ${x.member("$.planId")}
         WHERE ${released(sql)} AND cr.available_at_ms <= ${query.nowMs}
-          AND COALESCE(q.paused, 0) = 0 AND q.concurrency IS NULL
-          ${flowFilter(ctx, query.flowIds)} ${except} ${codeMatches(query.flowIds, catalog)}
+          AND COALESCE(q.paused, 0) = 0 AND (q.concurrency IS NULL OR COALESCE(b.n, 0) < q.concurrency)
+          ${flowFilter(ctx, query.flowIds)} ${codeMatches(query.flowIds, catalog)}
         ORDER BY cr.priority DESC, cr.available_at_ms, cr.created_seq
         LIMIT ${Math.min(RunStore.claimAndOwnManyMax, 2 * query.limit)}
       )
@@ -152,8 +150,12 @@ export const makeClaimNext = (
         return { claimed: [], leasesWaiting: false, newestHeartbeatAtMs: newest }
       }
       const picked: Array<{ readonly raw: RawRow; readonly row: RunRow; readonly summary: RunSummary }> = []
+      const except = new Set(query.exceptQueues ?? [])
       for (const raw of rows) {
         if (raw.run_id === null || raw.run_id === undefined) continue
+        // The batch ends at the first run whose queue has a limit to check: it and everything after it
+        // go to the one-at-a-time path, so the order holds across both.
+        if ((raw.queue_limit !== null && raw.queue_limit !== undefined) || except.has(String(raw.queue))) break
         const row = toRow(raw)
         // A summary that does not decode is left to the one-at-a-time path, which reports it.
         const summary = yield* Effect.either(summaryOf(row))

@@ -78,6 +78,17 @@ export const newestLease = (ctx: SqlContext, flowIds: ReadonlyArray<string> | un
   ctx.sql`(SELECT MAX(r.heartbeat_at_ms) FROM control_runs cr JOIN flows_runs r ON r.run_id = cr.run_id
     WHERE r.status = 'running' ${flowFilter(ctx, flowIds)})`
 
+/**
+ * SQL: the CTE `busy (queue, n)`: the running runs of each queue with a concurrency limit, counted once per
+ * statement (the candidates join it as `b` to leave out queues running their limit).
+ */
+export const busyQueues = (ctx: SqlContext): Fragment =>
+  ctx.sql`busy AS (
+    SELECT bc.queue, COUNT(*) AS n FROM control_queues bq
+      JOIN control_runs bc ON bc.queue = bq.queue JOIN flows_runs br ON br.run_id = bc.run_id
+    WHERE bq.concurrency IS NOT NULL AND br.status = 'running' GROUP BY bc.queue
+  )`
+
 /** Listing operations bound to one runtime context. */
 export const makeListing = (ctx: SqlContext) => {
   const { sql } = ctx
@@ -233,11 +244,7 @@ export const makeListing = (ctx: SqlContext) => {
   // not new work. Released runs only when available by now in a queue neither paused nor running its
   // limit already. `busy` (a CTE the statement starts with) counts the running runs of limited queues
   // once per statement.
-  const busy = sql`busy AS (
-    SELECT bc.queue, COUNT(*) AS n FROM control_queues bq
-      JOIN control_runs bc ON bc.queue = bq.queue JOIN flows_runs br ON br.run_id = bc.run_id
-    WHERE bq.concurrency IS NOT NULL AND br.status = 'running' GROUP BY bc.queue
-  )`
+  const busy = busyQueues(ctx)
   const candidateFrom = sql`control_runs cr JOIN flows_runs r ON r.run_id = cr.run_id
     LEFT JOIN control_queues q ON q.queue = cr.queue LEFT JOIN busy b ON b.queue = cr.queue`
   const candidateWhere = (query: HostProbeQuery) => {

@@ -27,7 +27,15 @@ export const databaseErrorTag = "@baton/database/DatabaseError"
 const maxLinks = 16
 
 const messagePatterns: ReadonlyArray<readonly [Code, ReadonlyArray<string>]> = [
-  ["busy", ["database is locked", "database table is locked", "database is busy", "could not serialize access", "deadlock detected"]],
+  // A pool with no free connection in time (node-postgres' pool): contention, no statement ran.
+  ["busy", [
+    "database is locked",
+    "database table is locked",
+    "database is busy",
+    "could not serialize access",
+    "deadlock detected",
+    "timeout exceeded when trying to connect"
+  ]],
   ["read_only", ["attempt to write a readonly database"]],
   ["corrupt", ["database disk image is malformed", "file is not a database"]],
   ["full", ["database or disk is full"]],
