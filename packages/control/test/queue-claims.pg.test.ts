@@ -16,19 +16,23 @@ import { defaultFlows, sqlJournal } from "./fixtures/runtimeSupport.js"
 
 const url = TestDatabase.postgresTestUrl("control queues")
 
+/** A second host: its own pool and runtime (another owner) on the test's schema. */
+const secondHost = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  const schema = (yield* sql<{ s: string }>`SELECT current_schema() AS s`)[0]!.s
+  const second = yield* Layer.build(Layer.orDie(Layer.provideMerge(
+    SqlControlRuntime.layer({ flows: defaultFlows }),
+    Layer.provideMerge(sqlJournal(), Layer.provideMerge(RunStore.layer, PgDatabase.layer({ url: url!, schema, maxConnections: 8 })))
+  )))
+  return yield* Effect.provide(ControlRuntime.ControlRuntime, second)
+})
+
 describe.skipIf(url === undefined)("queues on PostgreSQL", () => {
   suite(() => TestDatabase.layerPostgres(url!))
 
   it.effect("claims of a queue limited to 3 racing from two pools: exactly 3 win, the rest are QueueFull", () =>
     Effect.gen(function*() {
-      const sql = yield* SqlClient.SqlClient
-      const schema = (yield* sql<{ s: string }>`SELECT current_schema() AS s`)[0]!.s
-      // A second host: its own pool and runtime (another owner) on the same schema.
-      const second = yield* Layer.build(Layer.orDie(Layer.provideMerge(
-        SqlControlRuntime.layer({ flows: defaultFlows }),
-        Layer.provideMerge(sqlJournal(), Layer.provideMerge(RunStore.layer, PgDatabase.layer({ url: url!, schema, maxConnections: 8 })))
-      )))
-      const other = yield* Effect.provide(ControlRuntime.ControlRuntime, second)
+      const other = yield* secondHost
       yield* Effect.flatMap(Queues.Queues, (q) => q.setConcurrency("race", 3))
       const ids: Array<string> = []
       for (let i = 0; i < 12; i++) ids.push(yield* released({ queue: "race" }))
@@ -49,12 +53,7 @@ describe.skipIf(url === undefined)("queues on PostgreSQL", () => {
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
       const rt = yield* ControlRuntime.ControlRuntime
-      const schema = (yield* sql<{ s: string }>`SELECT current_schema() AS s`)[0]!.s
-      const second = yield* Layer.build(Layer.orDie(Layer.provideMerge(
-        SqlControlRuntime.layer({ flows: defaultFlows }),
-        Layer.provideMerge(sqlJournal(), Layer.provideMerge(RunStore.layer, PgDatabase.layer({ url: url!, schema, maxConnections: 8 })))
-      )))
-      const other = yield* Effect.provide(ControlRuntime.ControlRuntime, second)
+      const other = yield* secondHost
       const ids = new Set<string>()
       for (let i = 0; i < 40; i++) ids.add(yield* released())
       const drain = (runtime: ControlRuntime.Service) =>
