@@ -97,6 +97,7 @@ export const makeClaimNext = (
     const seen = withJournal
       ? sql`EXISTS (SELECT 1 FROM flows_journal_events e WHERE e.run_id = r.run_id AND e.event_type NOT LIKE 'control.%') OR `
       : sql`1 = 1 OR `
+    // The newest lease stamp (this host's clock check) is read only when there is something to claim.
     return sql<RawRow>`WITH ${busyQueues(ctx)}, picked AS MATERIALIZED (
         SELECT ${runColumns(ctx)}, cr.queue AS queue, cr.priority AS claim_priority, cr.available_at_ms AS claim_available_at_ms,
           q.concurrency AS queue_limit,
@@ -112,7 +113,8 @@ export const makeClaimNext = (
         ORDER BY cr.priority DESC, cr.available_at_ms, cr.created_seq
         LIMIT ${Math.min(RunStore.claimAndOwnManyMax, 2 * query.limit)}
       )
-      SELECT picked.*, ${newestLease(ctx, query.flowIds)} AS newest_lease_ms,
+      SELECT picked.*,
+        (CASE WHEN EXISTS (SELECT 1 FROM picked) THEN ${newestLease(ctx, query.flowIds)} END) AS newest_lease_ms,
         (CASE WHEN EXISTS (SELECT 1 FROM control_runs cr JOIN flows_runs r ON r.run_id = cr.run_id
           WHERE r.status NOT IN ('completed', 'failed', 'cancelled') ${flowFilter(ctx, query.flowIds)}
             AND ${lapsedLease(ctx, query.nowMs)}) THEN 1 ELSE 0 END) AS leases_waiting

@@ -145,8 +145,8 @@ export const discovery = (core: HostCore) =>
           true
         )
         : Effect.succeed(false)
-    // The common case first, in one write: released runs of queues without limits. A failed batch
-    // leaves every run to the one-at-a-time path below.
+    // The common case first, as one batch: the leading released runs up to the first of a limited
+    // queue. The rest, in the same order, and everything a failed batch left, go one at a time below.
     const batch = yield* core.runtime.claimNext({
       flowIds,
       nowMs,
