@@ -3,6 +3,7 @@
  */
 import type * as Journal from "@baton/journal/Journal"
 import { Clock, Effect, Fiber } from "effect"
+import * as RunStore from "@baton/run-store/RunStore"
 import * as Cancellation from "../Cancellation.js"
 import {
   AlreadyResolved,
@@ -481,8 +482,9 @@ export const makeMemory = (options: MemoryOptions, journal?: Journal.Service): E
       // The same rule as the SQL runtime's, run by asking this runtime's own reads and claims run by run.
       claimNext: (query) =>
         Effect.gen(function*() {
-          if (!Number.isSafeInteger(query.limit) || query.limit < 1 || query.limit > 100) {
-            return yield* Effect.fail(new InvalidInput({ issue: "limit: must be an integer in 1..100" }))
+          const most = RunStore.claimAndOwnManyMax
+          if (!Number.isSafeInteger(query.limit) || query.limit < 1 || query.limit > most) {
+            return yield* Effect.fail(new InvalidInput({ issue: `limit: must be an integer in 1..${most}` }))
           }
           const page = yield* service.hostCandidates(query)
           const claimed: Array<ClaimedRun> = []

@@ -5,6 +5,7 @@ import * as JournalEvent from "@baton/journal/JournalEvent"
 import type * as Journal from "@baton/journal/Journal"
 import type * as OwnerId from "@baton/journal/OwnerId"
 import * as Ownership from "@baton/run-store/Ownership"
+import * as RunStore from "@baton/run-store/RunStore"
 import { Cause, Clock, Duration, Effect, Option } from "effect"
 import * as HostIdentity from "../HostIdentity.js"
 import type * as ProcessLiveness from "../ProcessLiveness.js"
@@ -17,9 +18,6 @@ import { deliverSignal, takeUp } from "./hostSignals.js"
 import * as LiveIncarnations from "./liveIncarnations.js"
 
 const skewMs = Duration.toMillis(Consensus.heartbeatSkewAllowance)
-
-/** Most runs one batch claim takes (the run store's batch bound). */
-const ClaimNextMax = 100
 
 /** The sweep's memory across ticks: cancels being settled. */
 export interface SweepMemory {
@@ -150,7 +148,7 @@ export const discovery = (core: HostCore) =>
     const batch = yield* core.runtime.claimNext({
       flowIds,
       nowMs,
-      limit: Math.min(ClaimNextMax, capacity),
+      limit: Math.min(RunStore.claimAndOwnManyMax, capacity),
       exceptQueues: Array.from(core.queueLimits.keys())
     }).pipe(
       Effect.tapError((error) => Effect.logDebug(`sweep: batch claim failed (${error._tag}); claiming one at a time`)),
