@@ -383,6 +383,16 @@ export const RunSummary = Schema.Struct({
   cancellation: Schema.optional(Cancellation),
   codeDrift: Schema.optional(CodeDriftView),
   steering: Schema.optional(Schema.Struct({ pending: Schema.Number })),
+  /** A launched run's queue (since 0.2.0; read from the launch, never stored in the state). */
+  queue: Schema.optional(Schema.String),
+  /** Its priority in the queue, higher first (since 0.2.0). */
+  priority: Schema.optional(Schema.Number),
+  /** When it is (or was) available to claim, epoch ms (since 0.2.0). */
+  availableAt: Schema.optional(Schema.Number),
+  /** Its attempt, 1 first; a retry policy moves it on (since 0.2.0). */
+  attempt: Schema.optional(Schema.Number),
+  /** The retry policy's attempt bound, when the run has one (since 0.2.0). */
+  maxAttempts: Schema.optional(Schema.Number),
   result: Schema.optional(Json),
   error: Schema.optional(Json),
   readable: Schema.optional(Schema.Literal(false)),

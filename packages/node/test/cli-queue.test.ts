@@ -8,6 +8,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
+import * as Flow from "../src/Flow.js"
 import * as NodeRuntime from "../src/NodeRuntime.js"
 import { baton, tempDir } from "./cli-support.js"
 import { hold } from "./fixtures/queueFlows.js"
@@ -77,5 +78,23 @@ describe("baton queue", () => {
     expect((await baton("queue", "pause", "mail", "--db", missing)).code).toBe(5)
     expect((await baton("queue", "stats", "--db", missing)).code).toBe(5)
     expect(fs.existsSync(missing)).toBe(false)
+  }, 30_000)
+
+  it("baton run shows a started run's queue, priority, availability and attempt bound; --json carries them", async () => {
+    const db = path.join(tempDir(), "baton.db")
+    const availableAt = Date.UTC(2031, 0, 2, 3, 4, 5)
+    const runId = await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
+      const client = yield* Layer.build(NodeRuntime.layer({ filename: db, flows: [hold], mode: "client" }))
+      const handle = yield* Flow.start(hold, { ms: 1 }, { queue: "mail", priority: 7, availableAt, retry: { maxAttempts: 3 } })
+        .pipe(Effect.provide(client))
+      return handle.runId
+    })))
+    const text = await baton("run", runId, "--db", db)
+    expect(text.code).toBe(0)
+    expect(text.stdout).toMatch(/^queue +mail \(priority 7, attempt 1 of 3, available 2031-01-02[ T]03:04:05/m)
+    const json = await baton("run", runId, "--db", db, "--json")
+    expect(JSON.parse(json.stdout).summary).toMatchObject({ queue: "mail", priority: 7, availableAt, attempt: 1, maxAttempts: 3 })
+    const runs = await baton("runs", "--db", db, "--json")
+    expect(JSON.parse(runs.stdout).items[0]).toMatchObject({ runId, queue: "mail", priority: 7, attempt: 1 })
   }, 30_000)
 })

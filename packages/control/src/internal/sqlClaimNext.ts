@@ -99,7 +99,7 @@ export const makeClaimNext = (
       : sql`1 = 1 OR `
     // The newest lease stamp (this host's clock check) is read only when there is something to claim.
     return sql<RawRow>`WITH ${busyQueues(ctx)}, picked AS MATERIALIZED (
-        SELECT ${runColumns(ctx)}, cr.queue AS queue, cr.priority AS claim_priority, cr.available_at_ms AS claim_available_at_ms,
+        SELECT ${runColumns(ctx)},
           q.concurrency AS queue_limit,
           p.plan_id AS plan_id, p.row_seq AS plan_row_seq, p.card_json, p.decoded_input_json, p.decision,
           (CASE WHEN ${seen}EXISTS (SELECT 1 FROM flows_attempts a WHERE a.run_id = r.run_id) THEN 0 ELSE 1 END) AS never_driven
@@ -119,7 +119,7 @@ export const makeClaimNext = (
           WHERE r.status NOT IN ('completed', 'failed', 'cancelled') ${flowFilter(ctx, query.flowIds)}
             AND ${lapsedLease(ctx, query.nowMs)}) THEN 1 ELSE 0 END) AS leases_waiting
       FROM (SELECT 1) AS one LEFT JOIN picked ON true
-      ORDER BY picked.claim_priority DESC, picked.claim_available_at_ms, picked.created_seq`
+      ORDER BY picked.priority DESC, picked.available_at_ms, picked.created_seq`
   }
 
   const planOf = (raw: RawRow): Effect.Effect<StoredPlan | undefined> =>

@@ -269,7 +269,7 @@ export const makeListing = (ctx: SqlContext) => {
           r.waiting_reason, r.waiting_token, r.waiting_request, r.state_json,
           cr.run_id AS launch_run_id, cr.created_seq, cr.principal_id, cr.principal_kind, NULL AS requested_seq,
           ${x.member("$.status")} AS control_status, ${x.member("$.flowId")} AS flow_id, ${x.member("$.updatedAt")} AS updated_at,
-          cr.queue
+          cr.queue, cr.priority, cr.available_at_ms, cr.attempt, cr.retry_json
         FROM ${candidateFrom}
         WHERE ${candidateWhere(query)}
         ORDER BY (CASE WHEN r.status = 'suspended' AND r.claim_host_id IS NULL THEN 1 ELSE 0 END),

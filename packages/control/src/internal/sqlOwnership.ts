@@ -16,7 +16,7 @@ import { idSet } from "./sqlFragments.js"
 import { runExpressions } from "./sqlListing.js"
 import { projectRows } from "./sqlProjection.js"
 import type { RawRow, RunRow, StoreStatus } from "./sqlRows.js"
-import { durableSummary, readRow, requireRow, runColumns, runFrom, storeStatusOf, summaryOf, toRow } from "./sqlRows.js"
+import { durableSummary, readRow, requireRow, runColumns, runFrom, storeStatusOf, summaryOf, toRow, withLaunchedBy } from "./sqlRows.js"
 import { settleSignalsOfFinishedRun } from "./sqlSignals.js"
 
 type Adopted = { readonly executionDigest?: string | undefined; readonly engineVersion?: string | undefined }
@@ -132,9 +132,6 @@ export const makeOwnership = (ctx: SqlContext) => {
         })
       )
     })
-
-  const withLaunchedBy = (row: RunRow, summary: RunSummary): RunSummary =>
-    row.principal === undefined ? summary : { ...summary, launchedBy: row.principal }
 
   const resumeWith = (
     runId: string,

@@ -11,6 +11,7 @@ import { isDurableTextOfLength } from "./canonical.js"
 import { checkLimit, checkOrdinal, checkTarget, planAfterIssue } from "./runtimeChecks.js"
 import { buildCard, checkPlanInput, decodeInput, planFingerprint, planKeyConflict } from "./runtimePlanning.js"
 import type { SqlContext } from "./sqlContext.js"
+import { placement } from "./sqlRows.js"
 import { fenceOf, persist } from "./sqlContext.js"
 import * as Sequences from "./sqlSequences.js"
 import { corrupt, decoder } from "./storedValue.js"
@@ -272,7 +273,12 @@ export const makePlans = (ctx: SqlContext) => {
       return {
         _tag: "Started",
         receipt: { _tag: "Accepted", receiptId: `launch:${planId}:${run.runId}`, runId: run.runId },
-        run: principal === undefined ? run : { ...run, launchedBy: { id: principal.id, kind: principal.kind } }
+        // A launch places the run in the default queue, available at once, attempt 1 (the columns' defaults).
+        run: {
+          ...run,
+          ...(principal === undefined ? {} : { launchedBy: { id: principal.id, kind: principal.kind } }),
+          ...placement("default", 0, 0, 1, undefined)
+        }
       } as const
     })
 

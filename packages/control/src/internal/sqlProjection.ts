@@ -15,7 +15,7 @@ import { idSet } from "./sqlFragments.js"
 import type { PageRead, WaitRow } from "./sqlPage.js"
 import { readPage } from "./sqlPage.js"
 import type { RunRow } from "./sqlRows.js"
-import { readState, unreadableSummary } from "./sqlRows.js"
+import { queueMembers, readState, unreadableSummary } from "./sqlRows.js"
 
 interface ChainEntry {
   readonly runId: string
@@ -168,6 +168,8 @@ const project = (
     if (origin !== undefined) summary.origin = origin
     if (row.waitingReason !== null) summary.waitingReason = row.waitingReason
     if (cancellation !== undefined) summary.cancellation = cancellation
+    const placed = queueMembers(row)
+    if (placed !== undefined) Object.assign(summary, placed)
     if (error !== undefined) {
       summary.readable = false
       summary.issue = error.message

@@ -2,7 +2,7 @@
  * Reading `flows_runs` rows (with the launch index and delegation) and decoding their summaries.
  */
 import type { Fragment } from "@effect/sql/Statement"
-import { Effect, Either, Schema } from "effect"
+import { Effect, Either, Option, Schema } from "effect"
 import type { PersistenceError } from "../ControlError.js"
 import { RunNotFound } from "../ControlError.js"
 import type { RunStatus, RunSummary } from "../ControlSchema.js"
@@ -39,6 +39,28 @@ export interface RunRow {
   readonly createdSeq: number | null
   readonly principal: { readonly id: string; readonly kind: string } | undefined
   readonly pendingResume: number | null
+  /** The launch's queue placement (`null` before launch): queue, priority, availability, attempt, retry. */
+  readonly queueing: QueueColumns | null
+}
+
+const RetryPolicySchema = Schema.Struct({
+  maxAttempts: Schema.Int,
+  initialDelayMs: Schema.Int,
+  factor: Schema.Number,
+  maxDelayMs: Schema.Int,
+  jitter: Schema.Boolean
+})
+
+/** A stored `retry_json`, or none when it no longer reads (such a run fails rather than retrying blind). */
+export const decodeRetry = Schema.decodeUnknownOption(Schema.parseJson(RetryPolicySchema))
+
+/** A launched run's queue columns as stored (`retryJson` is the start's retry policy, JSON). */
+export interface QueueColumns {
+  readonly queue: string
+  readonly priority: number
+  readonly availableAtMs: number
+  readonly attempt: number
+  readonly retryJson: string | null
 }
 
 /** Raw selected columns. */
@@ -57,7 +79,12 @@ const runColumnList: ReadonlyArray<readonly [expression: string, name: string]> 
   ["cr.created_seq", "created_seq"],
   ["cr.principal_id", "principal_id"],
   ["cr.principal_kind", "principal_kind"],
-  ["rr.requested_seq", "requested_seq"]
+  ["rr.requested_seq", "requested_seq"],
+  ["cr.queue", "queue"],
+  ["cr.priority", "priority"],
+  ["cr.available_at_ms", "available_at_ms"],
+  ["cr.attempt", "attempt"],
+  ["cr.retry_json", "retry_json"]
 ]
 
 /** The names `runColumns` answers, in order (what `toRow` reads). */
@@ -114,6 +141,11 @@ const createdSeqAt = at("created_seq")
 const principalIdAt = at("principal_id")
 const principalKindAt = at("principal_kind")
 const requestedSeqAt = at("requested_seq")
+const queueAt = at("queue")
+const priorityAt = at("priority")
+const availableAtAt = at("available_at_ms")
+const attemptAt = at("attempt")
+const retryAt = at("retry_json")
 
 /** Decode one row answered as an array of values in `runColumnNames` order. */
 export const toRowFromValues = (values: ReadonlyArray<unknown>): RunRow => {
@@ -147,7 +179,16 @@ export const toRowFromValues = (values: ReadonlyArray<unknown>): RunRow => {
     launched: launch !== null && launch !== undefined,
     createdSeq: num(values[createdSeqAt]),
     principal: principalId === null ? undefined : { id: principalId, kind: String(values[principalKindAt] ?? "") },
-    pendingResume: num(values[requestedSeqAt])
+    pendingResume: num(values[requestedSeqAt]),
+    queueing: values[queueAt] === null || values[queueAt] === undefined
+      ? null
+      : {
+        queue: String(values[queueAt]),
+        priority: Number(values[priorityAt]),
+        availableAtMs: Number(values[availableAtAt]),
+        attempt: Number(values[attemptAt]),
+        retryJson: str(values[retryAt])
+      }
   }
 }
 
@@ -283,9 +324,37 @@ export const baseSummary = (row: RunRow): Effect.Effect<RunSummary, PersistenceE
 export const summaryOf = (row: RunRow): Effect.Effect<RunSummary, PersistenceError> =>
   Effect.map(baseSummary(row), (summary) => withLaunchedBy(row, summary))
 
-/** `summary` plus the row's `launchedBy`, when its launch index names one. */
-export const withLaunchedBy = (row: RunRow, summary: RunSummary): RunSummary =>
-  row.principal === undefined ? summary : { ...summary, launchedBy: row.principal }
+/** `summary` plus the row's `launchedBy`, when its launch index names one, and its queue placement. */
+export const withLaunchedBy = (row: RunRow, summary: RunSummary): RunSummary => {
+  const placed = queueMembers(row)
+  if (row.principal === undefined && placed === undefined) return summary
+  return { ...summary, ...(row.principal === undefined ? {} : { launchedBy: row.principal }), ...placed }
+}
+
+/** A launched run's queue members of its summary (derived from the launch, never stored in the state). */
+export const queueMembers = (
+  row: RunRow
+): Pick<RunSummary, "queue" | "priority" | "availableAt" | "attempt" | "maxAttempts"> | undefined => {
+  const q = row.queueing
+  if (q === null) return undefined
+  const retry = q.retryJson === null ? undefined : Option.getOrUndefined(decodeRetry(q.retryJson))
+  return placement(q.queue, q.priority, q.availableAtMs, q.attempt, retry?.maxAttempts)
+}
+
+/** The queue members of a summary, as a start or launch writes them (see {@link queueMembers}). */
+export const placement = (
+  queue: string,
+  priority: number,
+  availableAtMs: number,
+  attempt: number,
+  maxAttempts: number | undefined
+): Pick<RunSummary, "queue" | "priority" | "availableAt" | "attempt" | "maxAttempts"> => ({
+  queue,
+  priority,
+  availableAt: availableAtMs,
+  attempt,
+  ...(maxAttempts === undefined ? {} : { maxAttempts })
+})
 
 /** Only the durable members of a summary are written back (derived ones are recomputed on read). */
 export const durableSummary = (summary: RunSummary): RunSummary => {
@@ -298,6 +367,11 @@ export const durableSummary = (summary: RunSummary): RunSummary => {
     origin: _o,
     waitingReason: _wr,
     steering: _s,
+    queue: _q,
+    priority: _p,
+    availableAt: _a,
+    attempt: _at,
+    maxAttempts: _m,
     readable: _rd,
     issue: _is,
     ...rest

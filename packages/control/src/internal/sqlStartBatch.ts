@@ -12,6 +12,7 @@ import { IdempotencyConflict } from "../ControlError.js"
 import type { StartedRun, StartRequest } from "../ControlRuntime.js"
 import type { PlanCard, RunSummary } from "../ControlSchema.js"
 import type { SqlContext } from "./sqlContext.js"
+import { placement } from "./sqlRows.js"
 import { persist } from "./sqlContext.js"
 import { launchedSummary } from "./sqlPlans.js"
 import * as Sequences from "./sqlSequences.js"
@@ -140,7 +141,11 @@ export const writeReleased = (
     }
 
     return items.map((item, i): StartedRun & { readonly key: string | undefined } => ({
-      run: { ...summaries[i]!, launchedBy: { id: request.principal.id, kind: request.principal.kind } },
+      run: {
+        ...summaries[i]!,
+        launchedBy: { id: request.principal.id, kind: request.principal.kind },
+        ...placement(request.queue, request.priority, availableAtMs, 1, request.retry?.maxAttempts)
+      },
       plan: { card: item.card, decodedInput: item.decoded, decision: "approved" },
       created: true,
       handed: false,

@@ -4,7 +4,7 @@
  * executor (run by run) or created released in their queue for any host's claim (the whole batch in a
  * few multi-row statements, `sqlStartBatch`).
  */
-import { Effect, Option, Schema } from "effect"
+import { Effect, Option } from "effect"
 import { ApprovalRequired, ClaimLost, FlowNotFound, IdempotencyConflict, InvalidInput, PersistenceError } from "../ControlError.js"
 import type { Queueing, RunResult, StartedRun, StartRequest, StoredPlan } from "../ControlRuntime.js"
 import type { PlanCard, RunSummary } from "../ControlSchema.js"
@@ -12,6 +12,7 @@ import { isDurableTextOfLength, sha256, sha256InPlace, tryCanonical } from "./ca
 import { buildCard, decodeInput } from "./runtimePlanning.js"
 import type { SqlContext } from "./sqlContext.js"
 import { persist } from "./sqlContext.js"
+import { decodeRetry, placement } from "./sqlRows.js"
 import { launchedSummary } from "./sqlPlans.js"
 import { parseJson } from "./sqlProjection.js"
 import * as QueueSql from "./queueSql.js"
@@ -74,14 +75,6 @@ export const checkStart = (request: StartRequest): Effect.Effect<void, InvalidIn
   }
   return Effect.void
 }
-
-const RetryPolicySchema = Schema.Struct({
-  maxAttempts: Schema.Int,
-  initialDelayMs: Schema.Int,
-  factor: Schema.Number,
-  maxDelayMs: Schema.Int,
-  jitter: Schema.Boolean
-})
 
 /**
  * What an idempotency key binds: the flow, the decoded input and, when any differs from its default,
@@ -268,7 +261,11 @@ export const makeStarts = (
             const owned = yield* ctx.store.claimAndOwn(runId, { status: "pending", owner: null, heartbeatAtMs: null }, claimant, at)
             if (owned._tag !== "Activated") return yield* Effect.fail(new ClaimLost({ runId, reason: owned._tag }))
             out.push({
-              run: { ...summary, launchedBy: { id: request.principal.id, kind: request.principal.kind } },
+              run: {
+                ...summary,
+                launchedBy: { id: request.principal.id, kind: request.principal.kind },
+                ...placement(request.queue, request.priority, Math.max(request.availableAtMs, at), 1, request.retry?.maxAttempts)
+              },
               plan: { card, decodedInput: item.decoded, decision: "approved" },
               created: true,
               handed: true,
@@ -314,8 +311,6 @@ export const makeStarts = (
       if (row.state === "failed") return { _tag: "Failed", error: parseJson(row.error_json) ?? null }
       return undefined
     })
-
-  const decodeRetry = Schema.decodeUnknownOption(Schema.parseJson(RetryPolicySchema))
 
   const queueing = (runId: string): Effect.Effect<Queueing | undefined, PersistenceError> =>
     Effect.map(

@@ -198,6 +198,14 @@ export const runSummary = (
     ["created", Table.timestamp(s.createdAt)],
     ["updated", Table.timestamp(s.updatedAt)]
   ]
+  if (s.queue !== undefined) {
+    const attempt = s.attempt === undefined ? "" : `, attempt ${s.attempt}${s.maxAttempts === undefined ? "" : ` of ${s.maxAttempts}`}`
+    // Only a delayed or retried run names its availability (a plain start is available when created).
+    const available = s.availableAt === undefined || s.availableAt <= s.createdAt
+      ? ""
+      : `, available ${Table.timestamp(s.availableAt)}`
+    pairs.push(["queue", `${s.queue} (priority ${s.priority ?? 0}${attempt}${available})`])
+  }
   if (s.parentRunId !== undefined) pairs.push(["parent", s.parentRunId])
   if (s.lineageId !== undefined) pairs.push(["lineage", s.lineageId])
   if (s.roundOrdinal !== undefined) pairs.push(["round", String(s.roundOrdinal)])
