@@ -47,6 +47,23 @@ describe("baton doctor and live hosts", () => {
     }])
   }, 60_000)
 
+  it("many runs of one unserved flow are one finding naming the count and the first runs, not one per run", async () => {
+    const db = path.join(tempDir(), "baton.db")
+    fs.writeFileSync(db, "")
+    const cli = (...args: ReadonlyArray<string>) => baton(...args, "--db", db, "--config", v1)
+    const runIds: Array<string> = []
+    for (let i = 1; i <= 5; i++) runIds.push(await runVerbs(cli).launch("wait-approval", `plan-${i}`))
+    const doctor = await cli("doctor", "--json")
+    expect(doctor.code, doctor.stdout).toBe(0)
+    const stuck = checksOf(doctor.stdout).filter((c) => c.check === "stuck runs")
+    expect(stuck).toEqual([{
+      check: "stuck runs",
+      level: "WARN",
+      message: `5 runs (${runIds.slice(0, 3).join(", ")}, …) of flow wait-approval wait for a host: no live host serves flow wait-approval (none lists it, drives or has parked a run of it)`,
+      hint: "start a host that serves flow wait-approval"
+    }])
+  }, 60_000)
+
   it("a resume that the live host skips for its other code is named as code drift with both versions, not 'start a host'", async () => {
     const db = path.join(tempDir(), "baton.db")
     const own = (...args: ReadonlyArray<string>) => baton(...args, "--db", db, "--config", v1)

@@ -82,6 +82,31 @@ const unreadablePlans = Effect.gen(function*() {
 const unservedText = (flowId: string): string =>
   `no live host serves flow ${flowId} (none lists it, drives or has parked a run of it)`
 
+/** The runs of one flow that wait for a host, in claim order. */
+interface Waiting {
+  readonly runIds: Array<string>
+  oldestAgeS: number
+  readonly servers: string
+}
+
+/** How many candidates doctor reads (lapsed leases first, then released runs in claim order). */
+const candidateLimit = 500
+
+const noteWaiting = (into: Map<string, Waiting>, flowId: string, runId: string, ageS: number, servers = "") => {
+  const known = into.get(flowId)
+  if (known === undefined) into.set(flowId, { runIds: [runId], oldestAgeS: ageS, servers })
+  else {
+    known.runIds.push(runId)
+    known.oldestAgeS = Math.max(known.oldestAgeS, ageS)
+  }
+}
+
+/** "3 runs (run-1, run-2, run-3)", at most three named; "500 or more" when doctor read its whole limit. */
+const manyRuns = (w: Waiting, read: number, limit: number): string => {
+  const named = w.runIds.slice(0, 3).join(", ") + (w.runIds.length > 3 ? ", …" : "")
+  return `${w.runIds.length}${read >= limit ? " or more" : ""} runs (${named})`
+}
+
 /** A run's recorded code against live hosts that run other code for its flow. */
 const liveDriftText = (flowId: string, recorded: string | undefined, servers: ReadonlyArray<Hosts.Server>): string =>
   `code drift: it recorded ${recorded ?? "?"}, and the live hosts serving flow ${flowId} run other code (${
@@ -195,12 +220,14 @@ export const doctor = (globals: Globals, catalog: Catalog | undefined, fix: bool
     )
 
     // stuck runs and orphaned claims
-    const page = yield* runtime.hostCandidates({ nowMs, limit: 500 }).pipe(Effect.either)
+    const page = yield* runtime.hostCandidates({ nowMs, limit: candidateLimit }).pipe(Effect.either)
     if (page._tag === "Left") {
       findings.push(fail("stuck runs", `ControlRuntime.hostCandidates fails: ${String((page.left as { message?: unknown }).message ?? page.left)}`))
     } else {
       const stuck: Array<Finding> = []
       const orphans: Array<Finding> = []
+      const unserved = new Map<string, Waiting>()
+      const unclaimed = new Map<string, Waiting>()
       const services = yield* Hosts.liveServices(nowMs, HostIdentity.ownerOf(host.identity))
       servicesSeen = services
       // Drift is known only for flows the loaded catalog has (a flow it lacks is unknown code, not drift).
@@ -257,7 +284,7 @@ export const doctor = (globals: Globals, catalog: Catalog | undefined, fix: bool
           const ageS = Math.round((nowMs - c.updatedAt) / 1000)
           const verdict = Hosts.standing(services, c.flowId, recorded)
           if (verdict._tag === "Unserved") {
-            stuck.push(warn("stuck runs", `${c.runId} (${c.flowId}) waits for a host: ${unservedText(c.flowId)}`, `start a host that serves flow ${c.flowId}`))
+            noteWaiting(unserved, c.flowId, c.runId, ageS)
           } else if (verdict._tag === "Drifted") {
             stuck.push(warn(
               "stuck runs",
@@ -265,11 +292,7 @@ export const doctor = (globals: Globals, catalog: Catalog | undefined, fix: bool
               liveDriftHint(c.runId, verdict.servers)
             ))
           } else if (nowMs - c.updatedAt > 60_000) {
-            stuck.push(warn(
-              "stuck runs",
-              `${c.runId} (${c.flowId}) waits for a host since ${ageS} s, although ${Hosts.describeServers(verdict.servers)} serves flow ${c.flowId} with its code`,
-              "is that host at capacity or stopping? its log says why it does not take the run"
-            ))
+            noteWaiting(unclaimed, c.flowId, c.runId, ageS, Hosts.describeServers(verdict.servers))
           }
         } else if (c.kind === "orphaned-claim" && c.claim !== undefined) {
           const claim = c.claim
@@ -296,6 +319,25 @@ export const doctor = (globals: Globals, catalog: Catalog | undefined, fix: bool
             orphans.push(warn("orphaned claims", `${c.runId}: orphaned claim by ${hostPid(claim)} since ${age} s; the claimant is gone (${verdict.reason})`, "baton doctor --fix"))
           }
         }
+      }
+      // One finding per flow, not per run: a backlog of a thousand runs is one problem with one fix.
+      for (const [flowId, w] of unserved) {
+        stuck.push(warn(
+          "stuck runs",
+          w.runIds.length === 1
+            ? `${w.runIds[0]} (${flowId}) waits for a host: ${unservedText(flowId)}`
+            : `${manyRuns(w, page.right.candidates.length, candidateLimit)} of flow ${flowId} wait for a host: ${unservedText(flowId)}`,
+          `start a host that serves flow ${flowId}`
+        ))
+      }
+      for (const [flowId, w] of unclaimed) {
+        stuck.push(warn(
+          "stuck runs",
+          w.runIds.length === 1
+            ? `${w.runIds[0]} (${flowId}) waits for a host since ${w.oldestAgeS} s, although ${w.servers} serves flow ${flowId} with its code`
+            : `${manyRuns(w, page.right.candidates.length, candidateLimit)} of flow ${flowId} wait for a host (the oldest since ${w.oldestAgeS} s), although ${w.servers} serves flow ${flowId} with its code`,
+          "is that host at capacity or stopping? its log says why it does not take the run"
+        ))
       }
       findings.push(...(stuck.length === 0 ? [ok("stuck runs", "no stale owners or unserved runs")] : stuck))
       findings.push(...(orphans.length === 0 ? [ok("orphaned claims", "none")] : orphans))
