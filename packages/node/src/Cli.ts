@@ -237,7 +237,7 @@ const runsCommand = Command.make("runs", {
   terminal: Options.boolean("terminal"),
   live: Options.boolean("live"),
   order: Options.choice("order", ["newest", "oldest"]).pipe(Options.withDefault("newest" as const)),
-  limit: Options.integer("limit").pipe(Options.withDefault(50)),
+  limit: Options.text("limit").pipe(Options.withDefault("50")),
   cursor: Options.text("cursor").pipe(Options.optional),
   all: Options.boolean("all")
 }, (o) =>
@@ -253,7 +253,7 @@ const runsCommand = Command.make("runs", {
       terminal: o.terminal,
       live: o.live,
       order: o.order,
-      limit: o.limit,
+      limit: Parse.limit(o.limit),
       cursor: u(o.cursor),
       all: o.all
     }), {
@@ -262,10 +262,9 @@ const runsCommand = Command.make("runs", {
     check: () => {
       Verbs.runFilters({
         status: u(o.status), flow: undefined, parent: undefined, lineage: undefined, launchedBy: undefined,
-        since: u(o.since), until: u(o.until), terminal: o.terminal, live: o.live, order: o.order, limit: o.limit,
+        since: u(o.since), until: u(o.until), terminal: o.terminal, live: o.live, order: o.order, limit: Parse.limit(o.limit),
         cursor: undefined, all: false
       }, 0)
-      Parse.limit(o.limit)
       Option.map(o.cursor, Parse.runsCursor)
     },
     onEmpty: (ctx) => Console.log(ctx.globals.json ? JSON.stringify({ _tag: "runs", items: [] }) : "No runs.")
@@ -274,9 +273,9 @@ const runsCommand = Command.make("runs", {
 const runCommand = Command.make("run", {
   ...globalOptions,
   runId: Args.text({ name: "runId" }),
-  tail: Options.integer("tail").pipe(Options.withDescription("how many journal entries to show (0 or more)"), Options.withDefault(20))
+  tail: Options.text("tail").pipe(Options.withDescription("how many journal entries to show (0 or more)"), Options.withDefault("20"))
 }, (o) =>
-  verb(o, "read", (ctx) => Verbs.run(ctx, o.runId, o.tail), {
+  verb(o, "read", (ctx) => Verbs.run(ctx, o.runId, Parse.tail(o.tail)), {
     ids: [["runId", o.runId]],
     check: () => Parse.tail(o.tail),
     onEmpty: (ctx) => Effect.fail(new CliFailure({ exitCode: 3, code: "run_not_found", message: `run "${o.runId}" not found in ${Session.location(ctx.globals)}` }))
@@ -286,10 +285,10 @@ const plansCommand = Command.make("plans", {
   ...globalOptions,
   flow: Options.text("flow").pipe(Options.optional),
   decision: Options.text("decision").pipe(Options.optional),
-  limit: Options.integer("limit").pipe(Options.withDefault(50)),
+  limit: Options.text("limit").pipe(Options.withDefault("50")),
   cursor: Options.text("cursor").pipe(Options.optional)
 }, (o) =>
-  verb(o, "read", (ctx) => Verbs.plans(ctx, { flow: u(o.flow), decision: u(o.decision), limit: o.limit, cursor: u(o.cursor) }), {
+  verb(o, "read", (ctx) => Verbs.plans(ctx, { flow: u(o.flow), decision: u(o.decision), limit: Parse.limit(o.limit), cursor: u(o.cursor) }), {
     check: () => {
       Option.map(o.decision, Parse.decision)
       Parse.limit(o.limit)
@@ -414,7 +413,7 @@ const journalCommand = Command.make("journal", {
   ...globalOptions,
   runId: Args.text({ name: "runId" }),
   follow: Options.boolean("follow").pipe(Options.withAlias("f")),
-  after: Options.integer("after").pipe(
+  after: Options.text("after").pipe(
     Options.withDescription(
       "only the run's entries with SEQ above this (0 or more); ownership facts (~N, numbered in their own stream) emitted from that entry on"
     ),
@@ -427,7 +426,7 @@ const journalCommand = Command.make("journal", {
   verb(o, "read", (ctx) =>
     Verbs.journal(ctx, o.runId, {
       follow: o.follow,
-      after: u(o.after),
+      after: u(Option.map(o.after, Parse.after)),
       types: Option.getOrElse(o.type, () => []),
       noOwnership: o.noOwnership,
       pollMs: 500

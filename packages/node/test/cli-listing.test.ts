@@ -178,6 +178,10 @@ describe("arguments are checked before the database file", () => {
     ["plans", "--limit", "501"],
     ["journal", "run-1", "--after", "-5"],
     ["run", "run-1", "--tail", "-1"],
+    ["runs", "--limit", "abc"],
+    ["plans", "--limit", "20x"],
+    ["journal", "run-1", "--after", "1.5"],
+    ["run", "run-1", "--tail", "many"],
     ["cancel", "run-1", "--reason", ""],
     ["approve", "plan-1", "--reason", ""],
     ["deny", "plan-1", "--reason", "x".repeat(1001)]
@@ -185,6 +189,8 @@ describe("arguments are checked before the database file", () => {
     const dir = tempDir()
     const result = await baton(...args, "--db", path.join(dir, "missing.db"))
     expect(result.code, result.stderr).toBe(2)
+    // The option's own rule, named by the option, whether its text is no number or out of range.
+    expect(result.stderr).toContain(`baton: ${args[args.length - 2]}`)
     expect(result.stderr).not.toContain("no database at")
     expect(snapshot(dir)).toEqual({})
   })

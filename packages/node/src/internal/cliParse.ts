@@ -98,12 +98,27 @@ export const json = (what: string, value: string): unknown => {
   }
 }
 
+/**
+ * An integer option's text as written (`--limit 20`, `--tail=0`): decimal digits with an optional
+ * sign, else `undefined`. The CLI reads these options as text so a bad one gets the option's own rule.
+ */
+const integerText = (value: string | number): number | undefined => {
+  if (typeof value === "number") return Number.isSafeInteger(value) ? value : undefined
+  if (!/^[+-]?\d{1,15}$/.test(value.trim())) return undefined
+  return Number(value.trim())
+}
+
+/** How a bad integer option names what it was given: the text, at most 40 characters of it. */
+const given = (value: string | number): string =>
+  typeof value === "number" ? String(value) : JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}…` : value)
+
 /** `--limit`: an integer 1..500. */
-export const limit = (value: number): number => {
-  if (!Number.isSafeInteger(value) || value < 1 || value > 500) {
-    throw usage("invalid_limit", `--limit must be an integer between 1 and 500, got ${value}`)
+export const limit = (value: string | number): number => {
+  const n = integerText(value)
+  if (n === undefined || n < 1 || n > 500) {
+    throw usage("invalid_limit", `--limit must be an integer between 1 and 500, got ${given(value)}`)
   }
-  return value
+  return n
 }
 
 /** `--reason`: 1 to 1000 characters without an unpaired surrogate (control's decision-reason rule). */
@@ -137,19 +152,21 @@ export const plansCursor = (value: string): string => {
 }
 
 /** `--after <seq>` of `baton journal`: a non-negative integer. */
-export const after = (value: number): number => {
-  if (!Number.isSafeInteger(value) || value < 0) {
-    throw usage("invalid_after", `--after must be a non-negative integer (a SEQ the journal printed), got ${value}`)
+export const after = (value: string | number): number => {
+  const n = integerText(value)
+  if (n === undefined || n < 0) {
+    throw usage("invalid_after", `--after must be a non-negative integer (a SEQ the journal printed), got ${given(value)}`)
   }
-  return value
+  return n
 }
 
 /** `--tail <n>` of `baton run`: a non-negative integer. */
-export const tail = (value: number): number => {
-  if (!Number.isSafeInteger(value) || value < 0) {
-    throw usage("invalid_tail", `--tail must be a non-negative integer, got ${value}`)
+export const tail = (value: string | number): number => {
+  const n = integerText(value)
+  if (n === undefined || n < 0) {
+    throw usage("invalid_tail", `--tail must be a non-negative integer, got ${given(value)}`)
   }
-  return value
+  return n
 }
 
 /** `--as <id>` or `--as <kind>:<id>`; kind defaults to `operator`. */
