@@ -58,6 +58,16 @@ describe("baton queue", () => {
         { queue: "mail", available: 1, delayed: 1, running: 0, failed: 0, paused: true, concurrency: null }
       ]
     })
+    // Doctor says where the paused queue's runs are, and how to let them go.
+    const doctor = await baton("doctor", "--db", db, "--json")
+    const backlog = (JSON.parse(doctor.stdout) as { checks: Array<{ check: string; level: string; message: string; hint?: string }> })
+      .checks.filter((c) => c.check === "backlog")
+    expect(backlog).toEqual([{
+      check: "backlog",
+      level: "WARN",
+      message: "queue mail is paused: 2 runs wait in it (1 available, 1 delayed); hosts claim none until it resumes",
+      hint: "baton queue resume mail"
+    }])
     // Globals before the verb are hoisted after it.
     const resumed = await baton("--db", db, "--json", "queue", "resume", "mail")
     expect(resumed.code).toBe(0)

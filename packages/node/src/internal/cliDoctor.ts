@@ -4,6 +4,7 @@
  */
 import * as Migrations from "@baton/database/Migrations"
 import * as ControlRuntime from "@baton/control/ControlRuntime"
+import * as Queues from "@baton/control/Queues"
 import * as Journal from "@baton/journal/Journal"
 import * as AttemptStore from "@baton/run-store/AttemptStore"
 import * as Ownership from "@baton/run-store/Ownership"
@@ -395,6 +396,17 @@ export const doctor = (globals: Globals, catalog: Catalog | undefined, fix: bool
         "backlog",
         `${lateSignals.length} runs no process owns have pending signals (${lateSignals.slice(0, 5).map((r) => r.runId).join(", ")}); live hosts serve their flows with their code`,
         "a host delivers them on its next sweep; if they stay pending, check the hosts' logs"
+      ))
+    }
+    // A paused queue is an operator's choice, but runs held by it look stuck: say where they are.
+    const queues = yield* Effect.flatMap(Queues.Queues, (q) => q.stats()).pipe(Effect.orElseSucceed(() => []))
+    for (const q of queues) {
+      const waitingRuns = q.available + q.delayed
+      if (!q.paused || waitingRuns === 0) continue
+      backlog.push(warn(
+        "backlog",
+        `queue ${q.queue} is paused: ${waitingRuns} run${waitingRuns === 1 ? "" : "s"} wait in it (${q.available} available, ${q.delayed} delayed); hosts claim none until it resumes`,
+        `baton queue resume ${q.queue}`
       ))
     }
     findings.push(...(backlog.length === 0 ? [ok("backlog", "no old delegations or undelivered signals")] : backlog))
