@@ -1,5 +1,5 @@
 /**
- * The SQLite file open sequence, steps 1–7, as one scoped effect.
+ * The SQLite file open sequence as one scoped effect (its steps are listed at `openFile`).
  *
  * @internal
  */
