@@ -532,7 +532,7 @@ export interface RunCursor {
 }
 
 /**
- * Filters of `queryRuns`, evaluated in SQL (§16.1).
+ * Filters of `queryRuns`, evaluated in SQL.
  *
  * @since 0.1.0
  * @category models

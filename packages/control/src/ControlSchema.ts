@@ -251,7 +251,7 @@ export const PlanDecision = Schema.Literal("pending", "approved", "denied")
 export type PlanDecision = typeof PlanDecision.Type
 
 /**
- * A run's public status (mapped onto the run store's status, spec §5).
+ * A run's public status (mapped onto the run store's status, docs/design/control.md).
  *
  * @since 0.1.0
  * @category schemas
@@ -479,7 +479,7 @@ export const PageLimit = Schema.Int.pipe(Schema.between(1, maxPageSize))
 export type PageLimit = typeof PageLimit.Type
 
 /**
- * Run listing filters of the facade's `list` (§16.2).
+ * Run listing filters of the facade's `list`.
  *
  * @since 0.1.0
  * @category schemas
@@ -517,7 +517,7 @@ export const matchesRunFilters = (summary: RunSummary, filters: RunListFilters):
   (filters.until === undefined || summary.createdAt < filters.until)
 
 /**
- * A listing request of the facade: flows, plans or runs (§16.2).
+ * A listing request of the facade: flows, plans or runs.
  *
  * @since 0.1.0
  * @category schemas
@@ -540,7 +540,7 @@ export const ListRequest = Schema.Union(
 export type ListRequest = typeof ListRequest.Type
 
 /**
- * A listing page of the facade (§16.2).
+ * A listing page of the facade.
  *
  * @since 0.1.0
  * @category schemas

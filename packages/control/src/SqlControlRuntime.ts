@@ -1,6 +1,6 @@
 /**
  * The durable control runtime over one `SqlClient`: the `control_*` tables, fenced ownership through
- * `@baton/run-store`, and read-only projections of `flows_runs` (spec §3.5).
+ * `@baton/run-store`, and read-only projections of `flows_runs` (docs/design/control.md).
  *
  * @since 0.1.0
  */
@@ -29,7 +29,7 @@ import * as Migrations from "./Migrations.js"
 
 /**
  * Options of the SQL runtime: flow catalog hooks, owner identity, incarnation and nonce minting, liveness
- * check, default principal, approval authority and engine version (spec §3.5).
+ * check, default principal, approval authority and engine version.
  *
  * @since 0.1.0
  * @category models

@@ -1,5 +1,5 @@
 /**
- * Why a database layer refused to open (spec 4.4 and 12). Refusals are typed failures
+ * Why a database layer refused to open. Refusals are typed failures
  * in the layer's error channel: hosts print `message`, tests match `reason`.
  *
  * @since 0.1.0
@@ -36,7 +36,7 @@ export type DatabaseOpenReason = typeof DatabaseOpenReason.Type
 
 /**
  * A layer refused to open a database. `target` is the absolute path, or the URL with
- * its password replaced by `***`; `message` is the sentence of spec section 12.
+ * its password replaced by `***`; `message` is a sentence for people.
  *
  * @since 0.1.0
  * @category errors

@@ -1,6 +1,6 @@
 /**
  * SQL fragments and DDL helpers that render one migration or query text on both
- * SQLite and PostgreSQL (spec section 5).
+ * SQLite and PostgreSQL.
  *
  * @since 0.1.0
  */
@@ -49,7 +49,7 @@ export const isInteger = (sql: SqlClient.SqlClient, value: Fragment): Fragment =
 /**
  * JSON-text validity: NULL for NULL, true for valid JSON, false otherwise. SQLite
  * `json_valid(v)`; PostgreSQL the `baton_json_valid(v)` helper this package installs
- * (spec 5.5), which also refuses `\u0000` and lone surrogate escapes.
+ * (so both dialects give the same answer), which also refuses `\u0000` and lone surrogate escapes.
  *
  * @since 0.1.0
  * @category ddl
@@ -101,9 +101,9 @@ export const jsonText = (sql: SqlClient.SqlClient, value: Fragment, path: string
 export const greatest = (sql: SqlClient.SqlClient): Fragment => sql.literal(isPostgres(sql) ? "GREATEST" : "MAX")
 
 /**
- * Seed compatibility: empty on SQLite (implicit `rowid`), an identity column named
+ * For tables that want SQLite's row id on both dialects: empty on SQLite (implicit `rowid`), an identity column named
  * `rowid` with a trailing comma on PostgreSQL; must be the column list's first item.
- * Never a paging key (spec 5.1).
+ * Never a paging key: identity values are not handed out in commit order.
  *
  * @since 0.1.0
  * @category ddl
@@ -157,7 +157,7 @@ const checkIdentifier = (what: string, value: string): void => {
 }
 
 /**
- * Create a row trigger on either dialect (spec 5.2). On PostgreSQL a function
+ * Create a row trigger on either dialect. On PostgreSQL a function
  * `<name>_fn()` is created first. A `reject` surfaces as `SQLITE_CONSTRAINT_TRIGGER`
  * or SQLSTATE 23514, both `DatabaseError` code `constraint`. Invalid identifiers, an
  * invalid event, a `reject` with a quote or newline, or not exactly one action throw

@@ -2,7 +2,7 @@
  * The write boundary: every write to a Baton database is one `DurableWriter.write`,
  * one transaction, serialized per lock key, replayed on transient lock conflicts with
  * bounded jittered backoff, with failures normalized into `DatabaseError` codes and
- * after-commit hooks (spec section 6).
+ * after-commit hooks (docs/design/lock-order.md).
  *
  * @since 0.1.0
  */
@@ -51,7 +51,7 @@ export interface WriteRetryOptions {
  */
 export interface WriteOptions {
   /**
-   * Lock key (spec section 7): one run's id, a lineage root's run id, …; 1..1024 UTF-16
+   * Lock key (docs/design/lock-order.md): one run's id, a lineage root's run id, …; 1..1024 UTF-16
    * code units, no U+0000, no unpaired surrogate. Absent: the write is schema-wide.
    */
   readonly key?: string
@@ -112,7 +112,7 @@ export interface Service {
 export class DurableWriter extends Context.Tag("@baton/database/DurableWriter")<DurableWriter, Service>() {}
 
 /**
- * Stable database failure codes (spec 6.5).
+ * Stable database failure codes: callers branch on them, never on driver text.
  *
  * @since 0.1.0
  * @category errors

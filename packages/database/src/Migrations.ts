@@ -1,5 +1,5 @@
 /**
- * The migration ledger `flows_migrations` (spec section 8): composes several packages'
+ * The migration ledger `flows_migrations` (docs/design/migrations.md): composes several packages'
  * migration sets, each in its own block of 1000 ids, into one ordered, idempotent,
  * append-only pass that runs as one schema-wide write and refuses databases ahead of
  * the code.
@@ -93,7 +93,7 @@ export type MigrationErrorReason = typeof MigrationErrorReason.Type
 
 /**
  * A refused or failed ledger pass; nothing of the pass remains in the database.
- * `message` follows spec section 12; `migrationId` names the migration concerned.
+ * `message` is a sentence for people; `migrationId` names the migration concerned.
  *
  * @since 0.1.0
  * @category errors

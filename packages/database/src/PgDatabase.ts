@@ -1,7 +1,7 @@
 /**
  * PostgreSQL as Baton's database: a node-postgres pool pinned to one schema,
- * write transactions serialized by intention locks (spec section 7), and the
- * database-anchored clock hosts read on PostgreSQL (spec 10.3). Node only.
+ * write transactions serialized by intention locks (docs/design/lock-order.md), and the
+ * database-anchored clock hosts read on PostgreSQL (docs/design/fencing-and-leases.md). Node only.
  *
  * @since 0.1.0
  */
@@ -118,7 +118,7 @@ export interface DatabaseClockOptions {
 
 /**
  * Install a `Clock` whose `currentTimeMillis` follows the PostgreSQL server's
- * `clock_timestamp()` (spec 10.3), for everything built after it and programs
+ * `clock_timestamp()` (so all hosts share one lease clock), for everything built after it and programs
  * the composed layer is provided to. It anchors on the best of three samples,
  * advances on the underlying clock's monotonic `currentTimeNanos` (which,
  * with `sleep`, stays the underlying clock's), re-anchors every `resync`, and

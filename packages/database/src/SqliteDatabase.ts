@@ -1,6 +1,6 @@
 /**
- * One SQLite file as Baton's database: the open checks and refusals of spec
- * 9.1, WAL, foreign keys, `BEGIN IMMEDIATE` write transactions and busy
+ * One SQLite file as Baton's database: the open checks and refusals that keep
+ * a foreign or damaged file untouched, WAL, foreign keys, `BEGIN IMMEDIATE` write transactions and busy
  * timeout 0, so a writer waiting for another process's lock backs off through
  * `DurableWriter` instead of blocking the Node event loop. Node only.
  *

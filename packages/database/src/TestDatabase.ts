@@ -1,5 +1,5 @@
 /**
- * Test databases (spec section 11): a fresh in-memory SQLite database per layer build,
+ * Test databases: a fresh in-memory SQLite database per layer build,
  * and helpers for PostgreSQL suites. Node-only.
  *
  * @since 0.1.0

@@ -275,12 +275,12 @@ export interface Service {
   readonly reconfirm: (runId: string, owner: OwnerId, nowMs: number) => Effect.Effect<RenewOutcome, ConsensusError>
   readonly release: (runId: string, owner: OwnerId) => Effect.Effect<void, ConsensusError>
   /**
-   * Claims a run whose owner's heartbeat is stale (journal.md 7): `Granted { grantedAtMs: nowMs }`
+   * Claims a run whose owner's heartbeat is stale (docs/design/fencing-and-leases.md): `Granted { grantedAtMs: nowMs }`
    * when the owner is `evidence.expectedOwner`, its heartbeat is stale and no claim is pending.
    * Checked first, before any I/O (nothing is written): `evidence` must pass
    * `matchesEvidence(evidence.expectedOwner, claimant, nowMs, evidence)` and must not name
-   * `claimant` itself (`sameOwner`), else `Rejected evidence_invalid`. The self-steal refusal is
-   * a deliberate deviation where the spec is silent: it proves nothing about liveness, and the
+   * `claimant` itself (`sameOwner`), else `Rejected evidence_invalid`. A self-steal is
+   * refused because it proves nothing about liveness, and the
    * claimant's later `release` would clear the ownership along with the claim; re-own one's own
    * stale run with `release` + `claim`. Otherwise `evidence_invalid` (no row, no owner, owner ≠
    * expected), `already_claimed` (claim pending) or `owner_live` (heartbeat fresh).

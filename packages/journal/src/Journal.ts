@@ -240,7 +240,7 @@ export interface PreparedAppend {
 }
 
 /**
- * The journal operations (journal.md 5).
+ * The journal operations (docs/design/journal.md).
  *
  * - `emitDurable` (fenced by `owner`) / `emitDurableUnfenced`: commit before
  *   returning; `Accepted { seq }` or `Duplicate { seq, status: "committed" }`.

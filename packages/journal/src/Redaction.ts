@@ -85,7 +85,7 @@ export const circularMarker = "[Circular]"
 const secretName = "(?:key|token|secret|password|credential)"
 
 /**
- * The default textual rules (journal.md 6). Every repetition is bounded or
+ * The default textual rules (docs/design/journal.md). Every repetition is bounded or
  * followed by a disjoint class, so matching stays linear on hostile input.
  *
  * @since 0.1.0
@@ -163,7 +163,7 @@ const normalize = (key: string): string => key.toLowerCase().replace(/[^a-z0-9]/
  * Whether a member named `key` holds a secret: its last word (split on
  * non-alphanumerics) is `key` or `pass`, or its lowercased alphanumeric form,
  * minus one trailing `s`, ends with a sensitive suffix (`token`, `password`,
- * `passwd`, `pwd`, `session`, …; journal.md 6 plus `passwd`, `pwd`, `pass`).
+ * `passwd`, `pwd`, `session`, `pass`, …; see docs/design/journal.md).
  * Suffix, not substring: `tokenizer`, `secretary`, `monkey` are not sensitive.
  *
  * @since 0.1.0

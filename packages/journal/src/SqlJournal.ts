@@ -1,5 +1,5 @@
 /**
- * The journal over `@effect/sql` (journal.md 4–5): per-run head rows allocate
+ * The journal over `@effect/sql` (docs/design/journal.md): per-run head rows allocate
  * `seq` inside the inserting transaction, so sequence order equals commit
  * order; every write goes through `DurableWriter.write` keyed by the run; fenced
  * writes consult `Consensus.guard` inside the same transaction.

@@ -1,7 +1,7 @@
 /**
- * The `baton` command-line interface (node.md 6): `runs`, `run`, `plans`, `plan`, `approve`, `deny`,
+ * The `baton` command-line interface (docs/node.md, The CLI): `runs`, `run`, `plans`, `plan`, `approve`, `deny`,
  * `launch`, `cancel`, `resume`, `signal`, `journal`, `doctor`, `queue pause|resume|stats` (since 0.2.0), built on `@effect/cli` over a client-mode
- * {@link NodeRuntime}. Tables for people, `--json` for scripts, and the exit codes of node.md 6.3:
+ * {@link NodeRuntime}. Tables for people, `--json` for scripts, and the exit codes of docs/node.md:
  * 0 success, 1 unexpected, 2 usage, 3 not found, 4 refused by state, 5 database unavailable, 6 doctor
  * found a FAIL; `journal --follow` ends with the run's outcome, 0 completed, 7 failed, 8 cancelled.
  *
@@ -84,7 +84,7 @@ const verb = (
     readonly key?: Option.Option<string>
     /**
      * The run the verb acts on. A catalog without that run's flow does not know its code, which is not
-     * drift (node.md 6.1: the catalog serves `plan`; drift checks are then left to hosts): the verb
+     * drift (the catalog serves `plan`; drift checks are then left to hosts): the verb
      * runs without the catalog's flows.
      */
     readonly runOf?: string | undefined

@@ -59,7 +59,7 @@ const incarnationOf = (startTicks: Option.Option<number>, fresh: boolean): strin
   return processIncarnation
 }
 
-/** Hostname rule of node.md 3.1: lower-case, `[a-z0-9.-]` kept, others `-`, empty → `localhost`. */
+/** Hostname rule: lower-case, `[a-z0-9.-]` kept, others `-`, empty → `localhost`. */
 const normalizeHostname = (name: string): string => {
   const cleaned = name.toLowerCase().replace(/[^a-z0-9.-]/g, "-")
   return cleaned.length === 0 ? "localhost" : cleaned
@@ -98,7 +98,7 @@ export const detectWith = (options: DetectOptions = {}): Effect.Effect<HostIdent
     return { hostId, pid, incarnation: incarnationOf(startTicks, options.freshIncarnation === true), startTicks }
   })
 
-/** Off Linux: the boot instant floored to the minute (best effort, node.md 3.1). */
+/** Off Linux: the boot instant floored to the minute (best effort: no boot id to read). */
 const bootFromUptime = Effect.map(Clock.currentTimeMillis, (nowMs) => {
   const bootSeconds = Math.floor(nowMs / 1000 - os.uptime())
   return `t${bootSeconds - (bootSeconds % 60)}`
@@ -147,7 +147,7 @@ export const isOwnNonce = (identity: HostIdentity, nonce: string): boolean =>
   nonce.startsWith(`${identity.incarnation}.`)
 
 /**
- * The start ticks a node-minted nonce carries (`n1-<ticks>-…`), if any (liveness rule 7).
+ * The start ticks a node-minted nonce carries (`n1-<ticks>-…`), if any (the liveness probe compares them to the pid's start ticks).
  *
  * @since 0.1.0
  * @category accessors

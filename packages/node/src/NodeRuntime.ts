@@ -33,7 +33,7 @@ import * as Composition from "./internal/runtimeLayer.js"
 import type { Options as RuntimeOptions } from "./internal/runtimeOptions.js"
 
 /**
- * NodeRuntime options (node.md 4.1). Defaults: `filename` `"./baton.db"`, `mode` `"host"`,
+ * NodeRuntime options. Defaults: `filename` `"./baton.db"`, `mode` `"host"`,
  * `maxRuns` 4 (1..1024), `queues` none (per-host limits since 0.2.0: `{ [queue]: { concurrency } }`, queue
  * names as `Queues.namePattern`, `concurrency` 1..1024; this host drives at most that many runs of the
  * queue at once, beside any global limit set with `Queues.setConcurrency`), `pollInterval` 1 s (100 ms..10 s), `shutdownGrace` 10 s (≤ 60 s),

@@ -14,7 +14,7 @@ import * as HostProc from "./internal/hostProc.js"
 import * as LiveIncarnations from "./internal/liveIncarnations.js"
 
 /**
- * Why the probe answered as it did; one per rule of node.md 3.2.
+ * Why the probe answered as it did; one per rule of the probe.
  *
  * @since 0.1.0
  * @category models
@@ -50,7 +50,8 @@ export interface Verdict {
  * - `procRoot`: a directory shaped like `/proc` (default `/proc`);
  * - `identity`: this process (default: detected over `procRoot`);
  * - `takeOverHungOwnersAfter`: opt-in (≥ 2 × stale-after, validated by NodeRuntime); once a
- *   same-host owner's lease is that old, the "alive" answers of rules 3 and 5–8 become dead;
+ *   same-host owner's lease is that old, its "alive" answers (`pid-invalid`, `pid-unknown`, `pid-matches`,
+ *   `pid-started-before-heartbeat`) become dead;
  * - `kill`: the signal-0 probe (default `process.kill`).
  *
  * @since 0.1.0
@@ -79,7 +80,7 @@ const verdict = (alive: boolean, reason: Reason, detail: string): Verdict => ({ 
 const errnoOf = (error: unknown): string | undefined =>
   typeof error === "object" && error !== null && "code" in error ? String(error.code) : undefined
 
-/** Rules 3–8 for an owner on this host with another pid. */
+/** The rules for an owner on this host with another pid: pid validity, signal 0, `/proc` state, start time. */
 const sameHostVerdict = (
   owner: OwnerId.OwnerId,
   context: Ownership.LivenessContext,

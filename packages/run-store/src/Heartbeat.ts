@@ -1,5 +1,5 @@
 /**
- * The lease constants and `keepAlive`, the one owner heartbeat loop (§12).
+ * The lease constants and `keepAlive`, the one owner heartbeat loop (docs/design/fencing-and-leases.md).
  *
  * @since 0.1.0
  */

@@ -1,5 +1,5 @@
 /**
- * Canonical JSON, durable-text checks and sha256 (spec §3.1). Shared by the runtime and the facade.
+ * Canonical JSON, durable-text checks and sha256 (docs/design/journal.md). Shared by the runtime and the facade.
  */
 import { createHash } from "node:crypto"
 import { Effect } from "effect"

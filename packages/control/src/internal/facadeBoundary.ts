@@ -1,5 +1,5 @@
 /**
- * The facade's inert JSON boundary (§17.1): every mutation input is deep
+ * The facade's inert JSON boundary (docs/design/control.md): every mutation input is deep
  * copied from own data properties only before anything reads it, so getters,
  * `toJSON`, proxies' `get` traps and later caller mutation cannot influence
  * what is decided or written.

@@ -1,5 +1,5 @@
 /**
- * The facade's mutation protocol (§17.2): actor-scoped durable keys, request
+ * The facade's mutation protocol (docs/design/control.md): actor-scoped durable keys, request
  * fingerprints, and `mutate` — lookup, optional run-key claim, effect and
  * receipt, all in one journal transaction under the instance's semaphore.
  */
@@ -63,7 +63,7 @@ export interface Keyed {
 }
 
 /**
- * The preamble every keyed verb shares (§17.1–17.2), after admission: the key's rule, the stamped
+ * The preamble every keyed verb shares, after admission: the key's rule, the stamped
  * principal (from `submitted`), the durable key and the fingerprint, both under `namespace`
  * (default `operation`; `run` with a Resume input shares `resume`'s keys).
  */

@@ -13,7 +13,7 @@ import type { Authority, AuthorizationRequest, ParkRequest, SignalQuery } from "
 import { canonical, isDurableText, isDurableTextOfLength, tryCanonical } from "./canonical.js"
 import { describeIssue } from "./schemaIssue.js"
 
-/** A page limit in 1..500, else `InvalidInput` with the spec's text. */
+/** A page limit in 1..500, else `InvalidInput` naming the rule. */
 export const checkLimit = (limit: unknown): Effect.Effect<number, InvalidInput> =>
   typeof limit === "number" && Number.isSafeInteger(limit) && limit >= 1 && limit <= 500
     ? Effect.succeed(limit)
@@ -114,7 +114,7 @@ const checkStored = <A, I>(field: string, schema: Schema.Schema<A, I>) => {
 }
 
 /**
- * The rule of a signal's name. control.md gives `SignalPayload.name` no bounds of its own; a signal only
+ * The rule of a signal's name. `SignalPayload.name` has no bounds of its own; a signal only
  * ever answers a wait, and wait names (the node executor's step-name rule) are 1..200 characters, so a
  * name outside that can never match and is refused at admission instead of queued forever.
  */
@@ -162,7 +162,7 @@ export const claimLost = (runId: string, reason?: string) =>
 /** True when `s` is durable text (re-exported for callers that only need the predicate). */
 export { isDurableText }
 
-/** The replay answer derived from a recorded receipt (§17.2). */
+/** The replay answer derived from a recorded receipt (docs/design/control.md). */
 export const alreadyApplied = (key: string, receipt: Receipt): Receipt => {
   const receiptId = receipt._tag === "Accepted" || receipt._tag === "AlreadyApplied" ? receipt.receiptId : key
   const runId = receipt._tag === "Accepted" || receipt._tag === "AlreadyApplied" || receipt._tag === "Terminal"

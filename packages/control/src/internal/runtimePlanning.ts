@@ -1,5 +1,5 @@
 /**
- * Plan card construction shared by both runtimes (spec §6 steps 2, 4, 6, 7).
+ * Plan card construction shared by both runtimes (docs/design/control.md, Plans and digests).
  */
 import * as Redaction from "@baton/journal/Redaction"
 import { Effect, Schema } from "effect"
@@ -18,7 +18,7 @@ const BudgetNumber = Schema.Number.pipe(
 ).annotations({ message: () => ({ message: budgetRule, override: true }) })
 
 /**
- * A submitted budget (§3.1): `tokens` (count), `milliseconds`, `deadline` (ms after launch). The facade
+ * A submitted budget: `tokens` (count), `milliseconds`, `deadline` (ms after launch). The facade
  * and both runtimes admit budgets with this schema (excess fields refused).
  */
 export const AdmittedBudget = Schema.Struct({

@@ -13,7 +13,7 @@ import { PersistenceError } from "../ControlError.js"
 import type { Authority, DurableFlow, OwnerIdentity } from "../ControlRuntime.js"
 import { isDurableTextOfLength } from "./canonical.js"
 
-/** Options of `SqlControlRuntime` (spec §3.5). */
+/** Options of `SqlControlRuntime`. */
 export interface SqlOptions {
   readonly flows?: ReadonlyArray<DurableFlow> | undefined
   readonly loadFlows?: (() => Effect.Effect<ReadonlyArray<DurableFlow>, PersistenceError>) | undefined

@@ -1,5 +1,5 @@
 /**
- * Fenced ownership over the run store (§9, §10.1, §14): transitions, claims, resume (join-or-claim),
+ * Fenced ownership over the run store (docs/design/fencing-and-leases.md): transitions, claims, resume (join-or-claim),
  * parks, interrupts and code drift.
  */
 import * as Ownership from "@baton/run-store/Ownership"
@@ -64,7 +64,7 @@ export const makeOwnership = (ctx: SqlContext) => {
 
   const ownedByUs = (row: RunRow) => row.status === "running" && row.owner !== null && ctx.sameProcess(row.owner)
 
-  /** CAS the status through the run store, writing the summary in the same statement (§9.1). */
+  /** CAS the status through the run store, writing the summary in the same statement, so the two never disagree. */
   const transition = (
     runId: string,
     owner: OwnerIdentity,

@@ -1,6 +1,6 @@
 /**
  * Plans and launches over `control_plans`, `control_plan_keys`, `control_tokens` and `control_runs`
- * (§6, §8, §16.3).
+ * (docs/design/control.md).
  */
 import { Effect, Either } from "effect"
 import { ClaimLost, FlowNotFound, InvalidInput, PersistenceError, PlanDenied, PlanNotFound } from "../ControlError.js"

@@ -1,5 +1,5 @@
 /**
- * Control's initial migration (ledger id 2001): the final shape of every `control_*` table (spec §4.1).
+ * Control's initial migration (ledger id 2001): the final shape of every `control_*` table.
  * Statements are idempotent, so a re-run over existing tables is harmless.
  */
 import * as Dialect from "@baton/database/Dialect"

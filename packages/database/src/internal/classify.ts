@@ -1,5 +1,5 @@
 /**
- * Driver error classification (spec 6.5): one walk over a cause chain decides both
+ * Driver error classification: one walk over a cause chain decides both
  * the reported `DatabaseError` code and the retry decision, so they cannot disagree.
  *
  * @internal
@@ -140,5 +140,5 @@ export const codeOf = (error: unknown): Code | undefined => {
   return best ?? "unknown"
 }
 
-/** The codes a retry is vetoed by (spec 6.4). @internal */
+/** The codes a retry is vetoed by: replaying cannot fix them. @internal */
 export const hardCodes: ReadonlySet<Code> = new Set(["corrupt", "full", "io", "read_only", "constraint", "schema"])

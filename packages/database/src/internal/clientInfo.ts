@@ -1,6 +1,6 @@
 /**
  * What this package's layers know about a client they built: read-only or not and,
- * on PostgreSQL, the schema whose intention locks (spec section 7) its writes take.
+ * on PostgreSQL, the schema whose intention locks (docs/design/lock-order.md) its writes take.
  * Clients built elsewhere are unknown: read-write, no schema.
  *
  * @internal

@@ -1,5 +1,5 @@
 /**
- * The writer's in-process gate (spec 6.2). It mirrors the database locks so queued
+ * The writer's in-process gate (docs/design/lock-order.md). It mirrors the database locks so queued
  * writes wait in-process, interruptibly, before any connection is taken:
  * - exclusive: held alone (every SQLite write, PostgreSQL schema-wide writes);
  * - shared with a key: concurrent with other keys, one holder per key.

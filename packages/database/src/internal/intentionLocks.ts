@@ -1,5 +1,5 @@
 /**
- * PostgreSQL intention locks (spec section 7): the SQL every read-write transaction
+ * PostgreSQL intention locks (docs/design/lock-order.md): the SQL every read-write transaction
  * on a `PgDatabase` client runs at `BEGIN`, and the key lock a nested write adds.
  * Lock ids are `hashtextextended(<text>, 0)` with the schema bound as a parameter:
  * schema lock `'baton:writer:' || schema`, key lock `'baton:key:' || schema || ':' || key`.
@@ -82,8 +82,8 @@ export const beginScript = (
  * Begin an outermost PostgreSQL transaction: read-only clients `REPEATABLE READ READ
  * ONLY` without locks; otherwise READ COMMITTED, `lock_timeout`, then the schema lock
  * (exclusive for a schema-wide write, shared plus the key lock for a keyed one), sent
- * in one round trip ({@link beginScript}). The statements and their order are the
- * spec's (database 7); only the transport differs from one statement per round trip.
+ * in one round trip ({@link beginScript}). The statements and their order are those of
+ * docs/design/lock-order.md; only the transport differs from one statement per round trip.
  *
  * @internal
  */

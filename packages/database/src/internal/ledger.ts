@@ -1,6 +1,6 @@
 /**
- * Pure planning and verification of a migration composition (spec 8.1–8.4, steps
- * 2–3): no database access, so `run`, `status` and the read-only path share it.
+ * Pure planning and verification of a migration composition (docs/design/migrations.md,
+ * steps 2–3 of the pass): no database access, so `run`, `status` and the read-only path share it.
  *
  * @internal
  */

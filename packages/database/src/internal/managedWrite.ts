@@ -1,7 +1,7 @@
 /**
  * The frame of a managed write (one opened by `DurableWriter.write`): which database
  * and transaction level it belongs to, the key locks it holds and its after-commit
- * registrations (spec 6.3, 6.6). Frames are provided to the write's body through the
+ * registrations (docs/design/lock-order.md). Frames are provided to the write's body through the
  * context, so fibers forked inside a body see them too.
  *
  * @internal

@@ -86,7 +86,7 @@ export const first = (...problems: ReadonlyArray<Problem | undefined>): Problem 
   problems.find((p) => p !== undefined)
 
 /**
- * `WriteRetryOptions` (spec 4.2, 6.4): `maxAttempts` a positive safe integer,
+ * `WriteRetryOptions`: `maxAttempts` a positive safe integer,
  * `baseDelayMs` and `maxDelayMs` non-negative finite milliseconds. `prefix`
  * names where the options sit (`"writer."` inside a layer's options).
  */

@@ -1,5 +1,5 @@
 /**
- * The database-anchored clock of spec 10.3: wall time follows PostgreSQL's
+ * The database-anchored clock (docs/design/fencing-and-leases.md): wall time follows PostgreSQL's
  * `clock_timestamp()`, advanced between re-anchors on the underlying clock's
  * monotonic `currentTimeNanos`, and never moves backwards.
  *

@@ -1,6 +1,6 @@
 /**
  * The PostgreSQL JSON-validity helper `baton_json_valid(text) → boolean`
- * (spec 5.5), behind `Dialect.jsonValid`. One definition, installed by the
+ * behind `Dialect.jsonValid`. One definition, installed by the
  * `PgDatabase` read-write open and ensured by the ledger pass.
  *
  * @internal

@@ -1,5 +1,5 @@
 /**
- * The PostgreSQL open sequence of spec 10.2 as one scoped effect: options and
+ * The PostgreSQL open sequence as one scoped effect: options and
  * URL admission, the pool and its connect check, the client with the
  * intention-lock transaction driver, and the schema (created with its JSON
  * helper under the exclusive schema lock, or required to exist read-only).
@@ -77,7 +77,7 @@ export interface Admitted {
   readonly applicationName: string
 }
 
-/** Validate options and URL (spec 10.1) without connecting. */
+/** Validate options and URL without connecting. */
 export const admit = (options: OpenOptions): Effect.Effect<Admitted, DatabaseOpenError> =>
   Effect.gen(function*() {
     const url: unknown = options.url
@@ -85,7 +85,7 @@ export const admit = (options: OpenOptions): Effect.Effect<Admitted, DatabaseOpe
       ? Options.pgProblem(options as unknown as Record<string, unknown>)
       : { option: "url", message: "url: must be a string or a Redacted string" }
     if (problem !== undefined) {
-      // No reason of spec 4.4 names a bad option; `invalid_url` is the closest (the
+      // No `DatabaseOpenError` reason names a bad option; `invalid_url` is the closest (the
       // connection configuration is unusable). The target names the option.
       return yield* new DatabaseOpenError({
         reason: "invalid_url",
@@ -182,7 +182,7 @@ const prepareSchema = (sql: SqlClient.SqlClient, admitted: Admitted): Effect.Eff
   )
 }
 
-/** Open the PostgreSQL client of spec 10.2; the pool ends with the scope. */
+/** Open the PostgreSQL client; the pool ends with the scope. */
 export const openPg = (options: OpenOptions): Effect.Effect<SqlClient.SqlClient, DatabaseOpenError, Scope.Scope> =>
   Effect.gen(function*() {
     const admitted = yield* admit(options)

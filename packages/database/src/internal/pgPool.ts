@@ -1,5 +1,5 @@
 /**
- * The node-postgres pool behind `PgDatabase` (spec 10.1, 10.2): startup
+ * The node-postgres pool behind `PgDatabase`: startup
  * parameters that pin `search_path` (and read-only sessions), number parsers for
  * `int8`/`numeric`, and the `SELECT 1` connect check with its refusal message.
  *
@@ -31,7 +31,7 @@ const numericOid = 1700
 
 /**
  * Parse `int8`/`numeric` text to a JS number; a value that is not finite or
- * beyond ±(2^53−1) throws, which fails only that query (verified in spec 13).
+ * beyond ±(2^53−1) throws, which fails only that query (checked against node-postgres, see its tests).
  */
 export const parseSafeNumber = (text: string): number => {
   const value = Number(text)
@@ -92,7 +92,7 @@ const codeOf = (error: unknown): string | undefined =>
     ? (error as { code: string }).code
     : undefined
 
-/** A short, password-free reason for a failed connect (spec 10.2 step 2). */
+/** A short, password-free reason for a failed connect: the message may reach a log. */
 export const connectReason = (error: unknown): string => {
   const code = codeOf(error)
   switch (code) {

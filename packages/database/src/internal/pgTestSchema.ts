@@ -1,5 +1,5 @@
 /**
- * Dropping a throwaway test schema (spec 11, `TestDatabase.layerPostgres`).
+ * Dropping a throwaway test schema (`TestDatabase.layerPostgres`).
  *
  * @internal
  */

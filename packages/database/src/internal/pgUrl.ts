@@ -18,7 +18,7 @@ export interface PgTarget {
   readonly startupOptions: string | undefined
 }
 
-/** Why a URL was refused, with the user-facing message of spec section 12. */
+/** Why a URL was refused, with its user-facing message (never the password). */
 export interface UrlRefusal {
   readonly reason: "wrong_dialect" | "invalid_url"
   readonly target: string
@@ -111,9 +111,9 @@ export const parsePgUrl = (input: string): PgTarget | UrlRefusal => {
 /** Whether `parsePgUrl` refused its input. */
 export const isRefusal = (value: PgTarget | UrlRefusal): value is UrlRefusal => "reason" in value
 
-/** Schema names Baton accepts (spec 4.6): lowercase identifiers that never need quoting. */
+/** Schema names Baton accepts: lowercase identifiers that never need quoting. */
 export const schemaPattern = /^[a-z_][a-z0-9_]{0,62}$/
 
-/** The `invalid_schema` message of spec section 12. */
+/** The `invalid_schema` message. */
 export const invalidSchemaMessage = (schema: string): string =>
   `PostgreSQL schema "${schema}" is invalid: use 1-63 lowercase letters, digits or "_", starting with a letter or "_"`

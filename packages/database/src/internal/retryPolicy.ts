@@ -1,5 +1,5 @@
 /**
- * The retry policy of outermost writes (spec 6.4) and the lock-key rule (6.1), shared
+ * The retry policy of outermost writes and the lock-key rule (docs/design/lock-order.md), shared
  * by the writer and the ledger pass so both decide a replay the same way.
  *
  * @internal
@@ -18,7 +18,7 @@ export interface Policy {
 }
 
 /**
- * The policy of `options`, with the defaults of spec 4.2. Invalid options are a
+ * The policy of `options`, with the writer's defaults. Invalid options are a
  * programming error: this throws (a defect at the writer's construction) with a
  * message naming the option and the rule, rather than clamping them silently.
  *

@@ -1,5 +1,5 @@
 /**
- * The SQLite side of the transaction driver (spec 6.8), the client builder and the
+ * The SQLite side of the transaction driver, the client builder and the
  * connection pragmas shared by `TestDatabase.layer` and the file layer.
  *
  * @internal

@@ -1,5 +1,5 @@
 /**
- * Steps 3 and 4 of the SQLite open sequence (spec 9.1): inspect an existing
+ * The next steps of the SQLite open sequence (`sqliteFileOpen.ts`): inspect an existing
  * file before anything can modify it (header, readability, foreign tables),
  * then convert a read-write database to WAL. Both run on the open ladder.
  *
@@ -11,7 +11,7 @@ import { Duration, Effect, Schedule } from "effect"
 import { DatabaseOpenError } from "../DatabaseOpenError.js"
 import { table as ledgerTable } from "../Migrations.js"
 
-/** Attempts of the open ladder (spec 9.1 step 4); also named in the `locked` message. */
+/** Attempts of the open ladder (retries while another process holds the file's lock); also named in the `locked` message. */
 export const ladderAttempts = 40
 
 /**
@@ -49,7 +49,7 @@ export class Locked {
   constructor(readonly cause: unknown) {}
 }
 
-/** The `locked` refusal of spec section 12. */
+/** The `locked` refusal: the file is held by another writer longer than the ladder waits. */
 export const lockedError = (file: string, cause: unknown) =>
   new DatabaseOpenError({
     reason: "locked",

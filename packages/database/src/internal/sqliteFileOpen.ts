@@ -1,5 +1,5 @@
 /**
- * The SQLite file open sequence of spec 9.1, steps 1–7, as one scoped effect.
+ * The SQLite file open sequence as one scoped effect (its steps are listed at `openFile`).
  *
  * @internal
  */
@@ -50,7 +50,7 @@ const buildOnce = (file: string, readOnly: boolean) =>
 
 /**
  * Refuse options of the wrong type or range before anything is opened, as
- * `invalid_path` (the closest reason spec 4.4 lists: the open's configuration is
+ * `invalid_path` (the closest `DatabaseOpenError` reason: the open's configuration is
  * unusable), naming the option and the rule.
  */
 const admitOptions = (options: OpenOptions): Effect.Effect<void, DatabaseOpenError> =>
@@ -80,7 +80,7 @@ const admitOptions = (options: OpenOptions): Effect.Effect<void, DatabaseOpenErr
 /**
  * Open one SQLite file: validate the name, create or stat the file, inspect an
  * existing one before anything writes to it, convert to WAL (read-write), build
- * the client with the transaction driver of spec 6.8 (which also marks it), configure it.
+ * the client with the package's transaction driver (which also marks it), configure it.
  */
 export const openFile = (options: OpenOptions): Effect.Effect<SqlClient.SqlClient, DatabaseOpenError, Scope.Scope> =>
   Effect.gen(function*() {

@@ -1,5 +1,5 @@
 /**
- * Step 1 and 2 of the SQLite open sequence (spec 9.1): admit the filename,
+ * The first two steps of the SQLite open sequence (`sqliteFileOpen.ts`): admit the filename,
  * then make sure a regular file exists there (creating parents and the file
  * for read-write opens).
  *

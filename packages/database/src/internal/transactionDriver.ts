@@ -1,5 +1,5 @@
 /**
- * The transaction driver every layer of this package installs (spec 6.8): it replaces
+ * The transaction driver every layer of this package installs (docs/design/lock-order.md): it replaces
  * a client's `withTransaction`, so raw `sql.withTransaction`, the writer and the ledger
  * all begin, commit and roll back the same way. Built on upstream
  * `makeWithTransaction` with the process-wide `TransactionConnection` tag, keeping its

@@ -1,5 +1,5 @@
 /**
- * Column fragments shared by the journal's migrations (journal.md 4).
+ * Column fragments shared by the journal's migrations.
  *
  * @internal
  */

@@ -1,5 +1,5 @@
 /**
- * The Consensus lease rules (journal.md 7) as pure functions over one lease
+ * The Consensus lease rules (docs/design/fencing-and-leases.md) as pure functions over one lease
  * record; `Consensus.layerLocal` applies them to a `Map`, and the conditional
  * statements of the run store's row strategy encode the same predicates.
  *
@@ -59,7 +59,7 @@ export const matchesEvidence = (
  * matches (`matchesEvidence(evidence.expectedOwner, claimant, …)`) and does not
  * name the claimant itself. A self-steal proves nothing about liveness, and the
  * claimant's later `release` would clear the ownership along with the claim
- * (deliberate deviation: journal.md is silent; re-own via `release` + `claim`).
+ * (re-own via `release` + `claim`).
  */
 export const stealEvidenceValid = (claimant: OwnerId, nowMs: number, evidence: LivenessEvidence): boolean =>
   !sameOwner(evidence.expectedOwner, claimant) && matchesEvidence(evidence.expectedOwner, claimant, nowMs, evidence)

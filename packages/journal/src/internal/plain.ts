@@ -3,8 +3,8 @@
  * already be JSON, so that what is stored is what the caller passed. Values
  * `JSON.stringify` would silently change are refused instead: non-finite
  * numbers, `undefined`, functions, symbols, BigInt, and objects other than
- * plain objects, arrays and valid `Date`s (kept: journal.md check 2 stores a
- * `Date` as its ISO string). The walk reads property descriptors only, so no
+ * plain objects, arrays and valid `Date`s (kept: a `Date` is stored as its ISO
+ * string). The walk reads property descriptors only, so no
  * caller code runs (no getters, no `toJSON`, no proxy traps).
  *
  * @internal

@@ -1,5 +1,5 @@
 /**
- * The example flow `index-dir` (node.md 7.2): walk a directory, hash every regular file in batches as
+ * The example flow `index-dir` (docs/node.md, The example): walk a directory, hash every regular file in batches as
  * fenced steps with checkpoints, and commit each batch's rows into `index_dir_files` atomically with the
  * batch's completion, so every file is indexed exactly once per run even when the owning process dies.
  *

@@ -1,5 +1,5 @@
 /**
- * Greedy, deterministic batching of the indexer's file list (node.md 7.2 step 2).
+ * Greedy, deterministic batching of the indexer's file list (the flow's second step).
  *
  * @since 0.1.0
  */

@@ -1,5 +1,5 @@
 /**
- * The main job's coordinator (`pnpm start`, node.md 7.3): plans `index-dir`, asks for approval,
+ * The main job's coordinator (`pnpm start`): plans `index-dir`, asks for approval,
  * spawns the worker processes, launches the run, shows progress, optionally kills the owner
  * (`--crash-demo`), and prints the summary.
  *
@@ -503,7 +503,7 @@ export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
         }))
       }
       for (const w of workers) {
-        // 30 s in the spec; a loaded machine (tsx compiling, 2 cores) needs more for a cold start.
+        // 30 s is plenty when warm; a loaded machine (tsx compiling, 2 cores) needs more for a cold start.
         const ok = await waitFor(() => w.ready || w.exited || interrupted, readyTimeoutMs)
         if (!ok || w.exited) {
           throw new Exit2(1, `worker ${w.label} did not become ready within ${readyTimeoutMs / 1000} s${w.exited ? " (it exited; rerun with --verbose)" : ""}`)
@@ -529,6 +529,6 @@ export const main = async (argv: ReadonlyArray<string>): Promise<number> => {
   }
   const failure = fromError(error, { location: filename, lockWaitMs: 5_000 })
   process.stderr.write(`${render(failure).replace(/^baton: /, "start: ")}\n`)
-  // Not found (`--resume run-999`) and database unavailable keep the CLI's codes (node.md 6.3).
+  // Not found (`--resume run-999`) and database unavailable keep the CLI's codes (docs/node.md).
   return failure.exitCode === 3 || failure.exitCode === 5 ? failure.exitCode : 1
 }

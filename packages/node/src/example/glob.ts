@@ -1,7 +1,7 @@
 /**
  * A small glob matcher for the example indexer: `*` (any run of characters except `/`), `?` (one
  * character except `/`), `**` (any number of whole path segments, including none). Paths are relative,
- * `/`-separated. Kept in-package so the example needs no dependency (node.md 2).
+ * `/`-separated. Kept in-package so the example needs no dependency.
  *
  * @since 0.1.0
  */

@@ -1,5 +1,5 @@
 /**
- * The indexer's per-file hashing routine (node.md 7.2 step 3), shared by the flow and the plain loop
+ * The indexer's per-file hashing routine, shared by the flow and the plain loop
  * the benchmark compares it with: SHA-256 over 64 KiB chunks, yielding between chunks, with a `stat`
  * before and after so a file that changed while indexed is reported as such.
  *

@@ -1,5 +1,5 @@
 /**
- * The plain loop `--compare` and the benchmark time the Baton run against (node.md 7.6): the same walk
+ * The plain loop `--compare` and the benchmark time the Baton run against: the same walk
  * and the same per-file hashing routine, sequential, one process, no database.
  *
  * @since 0.1.0

@@ -1,5 +1,5 @@
 /**
- * The indexer's directory walk (node.md 7.2 step 1): depth-first, children sorted by name in UTF-16
+ * The indexer's directory walk (the flow's first step): depth-first, children sorted by name in UTF-16
  * code-unit order, regular files only; symlinks, special files and unreadable directories are skipped
  * and counted.
  *

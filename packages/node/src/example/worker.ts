@@ -1,5 +1,5 @@
 /**
- * A worker of the main job (node.md 7.4): a host-mode NodeRuntime serving `index-dir` on the shared
+ * A worker of the main job: a host-mode NodeRuntime serving `index-dir` on the shared
  * SQLite file. Prints `ready <json>` after its first sweep and `event <json>` per host event, one line
  * each, for the coordinator. Usage: `worker.ts <database file> <label>`.
  *

@@ -1,5 +1,5 @@
 /**
- * `baton doctor` (node.md 6.4): file, ledger, schema, stuck runs, orphaned claims and backlog checks,
+ * `baton doctor`: file, ledger, schema, stuck runs, orphaned claims and backlog checks,
  * each OK, WARN or FAIL, through the packages' public reads only (plus SQLite pragmas about the file).
  */
 import * as Migrations from "@baton/database/Migrations"

@@ -1,6 +1,6 @@
 /**
- * The CLI's one failure shape and the mapping of library errors to the spec's exit codes and messages
- * (node.md 6.3). Errors are recognised by their stable `_tag`/`code`, so the mapping needs no import of
+ * The CLI's one failure shape and the mapping of library errors to the CLI's exit codes and messages
+ * (docs/node.md). Errors are recognised by their stable `_tag`/`code`, so the mapping needs no import of
  * the error classes themselves.
  */
 import * as Data from "effect/Data"
@@ -81,7 +81,7 @@ const postgresScheme = /^postgres(?:ql)?:\/\//i
  * anything else means `--pg` got a file path or another scheme.
  */
 export const wrongDialect = (target: string, libraryMessage: string): CliFailure => {
-  // A database address given to the wrong flag is a usage error (node.md 6.3: bad argument values are 2).
+  // A database address given to the wrong flag is a usage error (bad argument values are 2).
   if (postgresScheme.test(target)) {
     return new CliFailure({
       exitCode: 2,
@@ -131,7 +131,7 @@ export const checkPgUrl = (value: string): void => {
 const keyConflictIssue = /^idempotency key [\s\S]* was used for another (?:plan|run|mutation)$/
 
 /**
- * An idempotency key reused for another request (node.md 6.3: `Conflict`, exit 4), from a `Conflict`
+ * An idempotency key reused for another request (`Conflict`, exit 4), from a `Conflict`
  * receipt's message or control's `InvalidInput` for plan and run keys; `undefined` for anything else.
  */
 export const keyConflict = (error: unknown): CliFailure | undefined => {
@@ -141,7 +141,7 @@ export const keyConflict = (error: unknown): CliFailure | undefined => {
     : undefined
 }
 
-/** Maps any error a verb can meet to the failure the CLI prints (node.md 6.3). */
+/** Maps any error a verb can meet to the failure the CLI prints. */
 export const fromError = (error: unknown, target: Target): CliFailure => {
   if (error instanceof CliFailure) return error
   const tag = text(field(error, "_tag"))

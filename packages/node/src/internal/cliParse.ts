@@ -1,5 +1,5 @@
 /**
- * Parsing of the CLI's value syntaxes (node.md 6.2): times, durations, statuses, JSON arguments,
+ * Parsing of the CLI's value syntaxes: times, durations, statuses, JSON arguments,
  * principals, approval targets. Every refusal is a usage `CliFailure` (exit 2) naming the option.
  */
 import * as Queues from "@baton/control/Queues"

@@ -1,5 +1,5 @@
 /**
- * Pure renderers for the CLI's human output (node.md 6.2): aligned tables and summaries built from
+ * Pure renderers for the CLI's human output: aligned tables and summaries built from
  * control's shapes. JSON output uses the shapes themselves and does not pass through here.
  */
 import type * as ControlSchema from "@baton/control/ControlSchema"

@@ -1,5 +1,5 @@
 /**
- * How a CLI verb reaches the database (node.md 6.1): global options, the pre-flight checks that keep
+ * How a CLI verb reaches the database: global options, the pre-flight checks that keep
  * read verbs from creating anything, the optional flow catalog (`--config`), and the client-mode
  * `NodeRuntime` every verb runs in.
  */
@@ -59,7 +59,7 @@ export const resolveGlobals = (raw: RawGlobals, env: NodeJS.ProcessEnv = process
   }
 }
 
-/** PostgreSQL schema names the database package accepts (database.md §10: `PgDatabaseOptions.schema`). */
+/** PostgreSQL schema names the database package accepts (`PgDatabaseOptions.schema`). */
 const schemaPattern = /^[a-z_][a-z0-9_]{0,62}$/
 
 /** `--schema` names a PostgreSQL schema: usage (2) on SQLite, or when the name is malformed. */
@@ -236,7 +236,7 @@ export const layer = (globals: Globals, access: Access, catalog: Catalog | undef
 
 /**
  * What the pending migrations of `status` mean: "an older Baton schema (n migrations pending)" when every
- * pending block is partly applied (node.md 6.3); blocks with nothing applied are named as missing sets
+ * pending block is partly applied (docs/design/migrations.md); blocks with nothing applied are named as missing sets
  * ("lacks the control migration set"), since the database is not older but was composed without them.
  */
 export const pendingText = (status: Migrations.MigrationStatus): string => {

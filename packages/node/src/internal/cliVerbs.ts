@@ -1,5 +1,5 @@
 /**
- * The CLI's verbs over the control facade and the stores' public reads (node.md 6.2). Each verb runs
+ * The CLI's verbs over the control facade and the stores' public reads. Each verb runs
  * inside the client-mode runtime `cliSession` builds; failures are mapped to exit codes by the caller.
  */
 import * as Control from "@baton/control/Control"
@@ -370,7 +370,7 @@ export const plans = (
   })
 
 /** `baton plan <flow>`. */
-/** `plan` needs the flow in the loaded catalog (node.md 6.1, 6.3): otherwise usage, exit 2. */
+/** `plan` needs the flow in the loaded catalog: otherwise usage, exit 2. */
 export const requireFlow = (catalog: Catalog | undefined, flowId: string): Effect.Effect<void, CliFailure> => {
   const flows = catalog?.flows
   if (flows === undefined || flows.length === 0) {
@@ -412,7 +412,7 @@ const inputRejected = (flowId: string, issue: string) =>
   new CliFailure({ exitCode: 2, code: "invalid_input", message: `input for ${flowId} rejected: ${issue}` })
 
 /**
- * The flow's input schema over `input`, before the database is looked at (node.md 6.1): a refusal is
+ * The flow's input schema over `input`, before the database is looked at: a refusal is
  * usage (2) even when the file is missing. The plan itself decodes it again.
  */
 export const checkInput = (catalog: Catalog | undefined, flowId: string, input: unknown) => {

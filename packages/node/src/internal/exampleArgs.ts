@@ -1,5 +1,5 @@
 /**
- * Command-line options of the main job (`pnpm start -- [dir] [options]`, node.md 7.1).
+ * Command-line options of the main job (`pnpm start -- [dir] [options]`).
  */
 import { createRequire } from "node:module"
 import * as nodePath from "node:path"
@@ -46,7 +46,7 @@ export const parseSize = (option: string, value: string): number => {
 const MiB = 1024 ** 2
 const GiB = 1024 ** 3
 
-/** `--batch-bytes`: a size within the flow's range (node.md 7.2), refused here before any database is opened. */
+/** `--batch-bytes`: a size within the flow's range, refused here before any database is opened. */
 const batchBytes = (value: string): number => {
   const bytes = parseSize("--batch-bytes", value)
   if (bytes < MiB || bytes > GiB) {

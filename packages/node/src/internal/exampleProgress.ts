@@ -1,5 +1,5 @@
 /**
- * The main job's progress line and summary (node.md 7.3 steps 5 and 6).
+ * The main job's progress line and summary.
  */
 import * as Table from "./cliTable.js"
 

@@ -1,4 +1,4 @@
-/** One drive of a run: claim fence → handler fiber with its heartbeat → settle (node.md 4.4, 5.6). */
+/** One drive of a run: claim fence → handler fiber with its heartbeat → settle (docs/design/fencing-and-leases.md). */
 import type * as ControlRuntime from "@baton/control/ControlRuntime"
 import type * as ControlSchema from "@baton/control/ControlSchema"
 import type * as Journal from "@baton/journal/Journal"

@@ -58,7 +58,7 @@ export const lossy = (state: DriveState, eventType: string, payload: unknown): E
  * Commit this drive's queued lossy entries before a durable one, so `seq` follows what happened
  * (a step's `started` and `checkpoint` before its `completed`). The journal assigns lossy seqs only
  * when its writer commits, so without this a durable entry written meanwhile lands first. Call it
- * OUTSIDE any write transaction (journal.md 5.5: the writer needs the lock). No-op (no
+ * OUTSIDE any write transaction (the lossy writer needs the lock). No-op (no
  * transaction) when nothing this drive queued is pending; a failed flush is logged and ignored,
  * as the lossy channel's losses are.
  */

@@ -1,4 +1,4 @@
-/** The step machinery behind `Step.run` and `Step.checkpoint` (node.md 5.3). */
+/** The step machinery behind `Step.run` and `Step.checkpoint`. */
 import type * as AttemptStore from "@baton/run-store/AttemptStore"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Cause, Clock, Context, Duration, Effect, Exit, Fiber, Option, Schedule, Schema } from "effect"
@@ -16,7 +16,7 @@ export class StepContext extends Context.Tag("@baton/node/StepContext")<StepCont
   readonly resumeFrom: Option.Option<Json>
 }>() {}
 
-/** Options of `Step.run` (node.md 5.2). */
+/** Options of `Step.run`. */
 export interface StepOptions<A, AE> {
   readonly result?: Schema.Schema<A, AE>
   readonly commit?: (value: A) => Effect.Effect<void, unknown, SqlClient.SqlClient>
@@ -61,7 +61,7 @@ const describe = (value: unknown): string => {
 }
 
 /**
- * `Step.run` options, checked before anything of the step is written (node.md 5.2): `result` a
+ * `Step.run` options, checked before anything of the step is written: `result` a
  * Schema; `commit` and `summarize` functions; `retry.times` a non-negative integer; `retry.delay` a
  * finite, non-negative duration. Anything else → `invalid_options` naming the option and the rule.
  */
@@ -204,7 +204,7 @@ export const lost = (): unknown => new Lost()
 /**
  * Best effort, bounded by 1 s. The attempt's fiber is interrupted and in an uninterruptible
  * region, where a timeout cannot stop a write blocked by another writer's lock (it would wait,
- * and the write could commit long after the drive lost its lease: check 11). So the write runs
+ * and the write could commit long after the drive lost its lease). So the write runs
  * interruptibly in a fiber of its own, which the timeout does stop.
  */
 const finishInterrupted = (state: DriveState, digest: string, attempt: number): Effect.Effect<void> =>
@@ -422,7 +422,7 @@ const attemptOnce = <A, E, R, AE>(
     })
   )
 
-/** `Step.run` over the drive state (node.md 5.3). */
+/** `Step.run` over the drive state. */
 export const runStep = <A, E, R, AE>(
   state: DriveState,
   name: string,

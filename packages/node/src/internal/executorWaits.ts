@@ -1,4 +1,4 @@
-/** Waits for signals and approvals, and parking (node.md 5.4). */
+/** Waits for signals and approvals, and parking. */
 import * as ControlExecutor from "@baton/control/ControlExecutor"
 import * as ControlRuntime from "@baton/control/ControlRuntime"
 import type * as ControlSchema from "@baton/control/ControlSchema"
@@ -99,7 +99,7 @@ export const waitForSignal = <A, AE>(
         )
         return { value: decoded.right }
       })
-    // A token binds at most one command, ever (control.md 12), and a refused one keeps holding it.
+    // A token binds at most one command, ever (docs/design/control.md), and a refused one keeps holding it.
     // So the wait stays open under its next attempt's token (`#2`, `#3`, …): walk the attempts whose
     // token is already bound, answering from the first bound command the schema accepts, up to the
     // first unbound token, which is this wait's open token.

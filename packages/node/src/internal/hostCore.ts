@@ -17,7 +17,7 @@ import { drive, type DriveControl, type DriveEnd, type DriveEnv, type DriveKnown
 import { markEnd } from "./executorState.js"
 import type { DriveCause } from "./executorTypes.js"
 
-/** What the host reports as it works (node.md 4.1 `NodeHost.events`). */
+/** What the host reports as it works (`NodeHost.events`). */
 export type HostEvent =
   | { readonly _tag: "claimed"; readonly runId: string; readonly flowId: string; readonly cause: DriveCause }
   | { readonly _tag: "released"; readonly runId: string; readonly reason: string }

@@ -1,4 +1,4 @@
-/** Signal delivery and the delegation take-up rule of the host (node.md 4.5 step 3, 5.4). */
+/** Signal delivery and the delegation take-up rule of the host (docs/design/control.md, Resume and delegation). */
 import type * as ControlError from "@baton/control/ControlError"
 import type * as ControlSchema from "@baton/control/ControlSchema"
 import * as Consensus from "@baton/journal/Consensus"
@@ -65,7 +65,7 @@ const stillParkedWithout = (core: HostCore, first: ControlSchema.RunSummary, nam
     again.status === first.status && again.updatedAt === first.updatedAt &&
     !(again.pendingWaits ?? []).some((w) => w.name === name))
 
-/** Host `deliverSignal` (node.md 5.4; control.md 18.2). */
+/** Host `deliverSignal` (docs/design/control.md, Signals). */
 export const deliverSignal = (
   core: HostCore,
   input: {
@@ -117,7 +117,7 @@ export const deliverSignal = (
     const sequence = yield* runtime.requestResume(wait.runId)
     yield* takeUp(core, wait.runId, { sequence, requestedAtMs: Number.MAX_SAFE_INTEGER }, "signal")
     // A signal wait checks the payload against its schema only in the drive, which then settles the
-    // command `delivered` or `rejected` (node.md 5.4): settling it `delivered` here would overtake a
+    // command `delivered` or `rejected`: settling it `delivered` here would overtake a
     // refusal. An approval wait has no schema, and its drive does not read signals.
     return wait.reason === "approval" ? "delivered" as const : "unknown" as const
   }).pipe(

@@ -1,4 +1,4 @@
-/** The host supervisor: poll fiber, `NodeHost` members, and graceful shutdown (node.md 4.5, 4.6). */
+/** The host supervisor: poll fiber, `NodeHost` members, and graceful shutdown. */
 import * as Queues from "@baton/control/Queues"
 import * as Dialect from "@baton/database/Dialect"
 import { Cause, Deferred, Duration, Effect, Fiber, Queue, Random, Schedule, Stream } from "effect"
@@ -6,7 +6,7 @@ import type { HostCore, HostEvent } from "./hostCore.js"
 import { logFailure } from "./hostRaces.js"
 import { discovery, makeMemory, tick } from "./hostSweep.js"
 
-/** `NodeHost`'s shape (node.md 4.1). */
+/** `NodeHost`'s shape. */
 export interface NodeHostService {
   readonly identity: HostCore["identity"]
   readonly mode: "host" | "client"
@@ -69,7 +69,7 @@ const listen = (core: HostCore): Effect.Effect<void> => {
 /**
  * Start the host: the first sweep tick runs at once (startup recovery), then every
  * `pollIntervalMs` ±10 %. Between ticks a second fiber answers wakes (`core.wake`: a drive ended, a
- * run was started here) with a discovery pass; it shares the ticks' permit, so passes never overlap. The returned service's `shutdown` runs the steps of node.md 4.6 once,
+ * run was started here) with a discovery pass; it shares the ticks' permit, so passes never overlap. The returned service's `shutdown` runs the shutdown steps (docs/node.md) once,
  * bounded by `shutdownGraceMs`; the caller registers it as the layer's finalizer.
  */
 export const start = (

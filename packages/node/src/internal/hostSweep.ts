@@ -1,4 +1,4 @@
-/** One sweep tick of a host (node.md 4.5): cancels, signals, delegations, work discovery. */
+/** One sweep tick of a host: cancels, signals, delegations, work discovery. */
 import type * as ControlRuntime from "@baton/control/ControlRuntime"
 import * as Consensus from "@baton/journal/Consensus"
 import * as JournalEvent from "@baton/journal/JournalEvent"
@@ -197,7 +197,7 @@ const ownLease = (core: HostCore, owner: OwnerId.OwnerId) =>
   owner.hostId === core.identity.hostId && owner.pid === core.identity.pid &&
   HostIdentity.isOwnNonce(core.identity, owner.nonce)
 
-/** Probe answers that mean the owner's process is gone (node.md 3.2 rules 2, 4, 5 and 7–8's reuse). */
+/** Probe answers that mean the owner's process is gone (an earlier incarnation, no pid, a zombie, a reused pid). */
 const deadReasons: ReadonlySet<ProcessLiveness.Reason> = new Set([
   "previous-incarnation",
   "pid-gone",
@@ -206,7 +206,7 @@ const deadReasons: ReadonlySet<ProcessLiveness.Reason> = new Set([
 ])
 
 /**
- * The evidence kind a takeover rests on, for `baton.run.taken-over` (run-store.md §2 kinds):
+ * The evidence kind a takeover rests on, for `baton.run.taken-over` (docs/design/fencing-and-leases.md):
  * `same-host-pid-dead` only when the probe finds the same-host owner's process gone;
  * `lease-expired` for another host, for this very process resuming its own lapsed lease, and
  * for a hung owner whose pid is alive but whose lease is older than `takeOverHungOwnersAfter`.
@@ -311,7 +311,7 @@ const claimCandidate = (
 const everything: ControlRuntime.HostProbe = { signals: true, resumes: true, candidates: true }
 
 /**
- * One sweep tick, in the order of node.md 4.5. One probe first says which of signals, delegations and
+ * One sweep tick: cancels, signals, delegations, then discovery. One probe first says which of signals, delegations and
  * discovery have anything to read, so an idle host's tick is that one statement (cancels read only runs
  * driven here); a failed probe reads them all, as a tick did before.
  */

@@ -1,4 +1,4 @@
-/** NodeRuntime's composition (node.md 4.2): database → clock → migrations → stores → control → host. */
+/** NodeRuntime's composition: database → clock → migrations → stores → control → host. */
 import * as ApprovalAuthority from "@baton/control/ApprovalAuthority"
 import * as Control from "@baton/control/Control"
 import * as ControlError from "@baton/control/ControlError"
@@ -27,10 +27,10 @@ import * as Supervisor from "./hostSupervisor.js"
 import * as LiveIncarnations from "./liveIncarnations.js"
 import { librarySets, type Options, type PgExtras, validate, validateCatalog, type Validated } from "./runtimeOptions.js"
 
-/** The step and attempt encoding this executor writes (node.md 3.4). */
+/** The step and attempt encoding this executor writes. */
 export const engineVersion = "baton-node/steps-1"
 
-/** The approval authority that trusts whoever can open the database file (node.md 3.4). */
+/** The approval authority that trusts whoever can open the database file. */
 export const trustLocalFile: ApprovalAuthority.Service = { authorize: () => Effect.void }
 
 /** Internal tag of the host core, built after control's runtime and before its executor. */

@@ -1,4 +1,4 @@
-/** Validation of NodeRuntime options (node.md 4.1): before anything opens, naming field and rule. */
+/** Validation of NodeRuntime options: before anything opens, naming field and rule. */
 import type * as ApprovalAuthority from "@baton/control/ApprovalAuthority"
 import type * as ControlError from "@baton/control/ControlError"
 import type * as DurableWriter from "@baton/database/DurableWriter"
@@ -14,7 +14,7 @@ import { Duration, Effect } from "effect"
 import * as Flow from "../Flow.js"
 import { NodeRuntimeError } from "./runtimeError.js"
 
-/** NodeRuntime options (node.md 4.1). */
+/** NodeRuntime options. */
 export interface Options {
   readonly filename?: string
   readonly mode?: "host" | "client"
@@ -114,7 +114,7 @@ export const validateMigrations = (migrations: ReadonlyArray<Migrations.Migratio
     return migrations
   })
 
-/** PostgreSQL-only options (node.md 4.1), checked before the pool opens. */
+/** PostgreSQL-only options, checked before the pool opens. */
 export interface PgExtras {
   readonly maxConnections?: number
   readonly clockSync?: Duration.DurationInput
@@ -124,8 +124,8 @@ export interface PgExtras {
 export const minClockSyncMs = 1000
 
 /**
- * `maxConnections` a positive safe integer; `clockSync` a duration of at least one second (the spec
- * gives only the default; zero would re-anchor in a busy loop).
+ * `maxConnections` a positive safe integer; `clockSync` a duration of at least one second (zero
+ * would re-anchor in a busy loop).
  */
 export const validatePg = (options: PgExtras) =>
   Effect.gen(function*() {

@@ -1,5 +1,5 @@
 /**
- * Run-store admission (spec §6): owners, evidence, snapshots, guards and create
+ * Run-store admission: owners, evidence, snapshots, guards and create
  * options, read as inert records and returned as frozen copies.
  */
 import type * as Consensus from "@baton/journal/Consensus"

@@ -1,5 +1,5 @@
 /**
- * Ownership facts on the run's companion stream (§11), appended through the
+ * Ownership facts on the run's companion stream (docs/design/journal.md), appended through the
  * journal's `Companion.append` inside the caller's write. With no `Journal`
  * in context the append is a no-op.
  */

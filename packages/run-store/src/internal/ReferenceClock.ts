@@ -1,5 +1,5 @@
 /**
- * The lease-reading reference clock (§6.2): Effect's `Clock` on SQLite, read
+ * The lease-reading reference clock (docs/design/fencing-and-leases.md): Effect's `Clock` on SQLite, read
  * at admission; the database server's `clock_timestamp()` on PostgreSQL, read
  * inside the operation's own write right after its locks.
  */

@@ -1,5 +1,5 @@
 /**
- * Attempt admission, row decoding and comparison (spec §6.3, §16).
+ * Attempt admission, row decoding and comparison.
  */
 import * as Boundary from "./Boundary.js"
 

@@ -95,6 +95,6 @@ export const fromFailure = (method: string, error: unknown): RunStoreError => {
   return make(mapped.code, method, mapped.detail, mapped.cause)
 }
 
-/** `create` of an id that already has a row (§10.1): `constraint`, naming the cause without echoing input. */
+/** `create` of an id that already has a row: `constraint`, naming the cause without echoing input. */
 export const duplicateRun = (method: string, runId: string) =>
   make("constraint", method, "a run with this id already exists", { runId, ...databaseCause("constraint") })

@@ -1,5 +1,5 @@
 /**
- * `flows_runs` rows: the selected columns, decoding with re-validation (§8),
+ * `flows_runs` rows: the selected columns, decoding with re-validation (a row is input too),
  * and the comparisons the compare-and-swap operations decide with.
  */
 import * as Consensus from "@baton/journal/Consensus"
@@ -132,7 +132,7 @@ export const staleAfterMs = 30_000
 export const isStale = (stampMs: number | null, nowMs: number): boolean =>
   stampMs === null || stampMs < nowMs - staleAfterMs
 
-/** Claim-loss classification (§10). */
+/** Claim-loss classification: a lost race is named from the row, as a value. */
 export const classify = (row: ControlRow | undefined, nowMs: number) => {
   if (row === undefined) return { _tag: "NotFound" } as const
   if (row.claim !== null) return { _tag: "AlreadyClaimed" } as const

@@ -1,5 +1,5 @@
 /**
- * Cancellation (§10.4–10.6, §13): the unfenced request, its lineage-wide form
+ * Cancellation: the unfenced request, its lineage-wide form
  * and the owner's row-fenced acknowledgement. No strategy call, no fact.
  */
 import { Effect } from "effect"
@@ -26,7 +26,7 @@ export const make = (ctx: StoreContext): Pick<Service, "requestCancel" | "reques
   // Listing the live statuses (not excluding the settled ones) makes an undecodable status miss and decode.
   const live = sql.literal(`status IN ('pending', 'running', 'suspended')`)
 
-  /** Folds members' states in round order into the miss outcome (§10.5). */
+  /** Folds members' states in round order into the miss outcome. */
   const classifyMiss = (method: string, runId: string, states: ReadonlyArray<CancelState>) =>
     Effect.gen(function*() {
       let outcome: RequestCancelOutcome = { _tag: "NotFound" }

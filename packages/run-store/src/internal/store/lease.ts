@@ -1,5 +1,5 @@
 /**
- * Owner-side operations (§10.12–10.13): heartbeat, reconfirm and
+ * Owner-side operations (docs/design/fencing-and-leases.md): heartbeat, reconfirm and
  * transitionOwned with its cancellation guard.
  */
 import * as Dialect from "@baton/database/Dialect"

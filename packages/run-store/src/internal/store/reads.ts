@@ -1,5 +1,5 @@
 /**
- * `create` and the plain reads (§10.1–10.3, §14): get, lineage, latestRound.
+ * `create` and the plain reads: get, lineage, latestRound.
  */
 import type * as SqlClient from "@effect/sql/SqlClient"
 import type { Fragment } from "@effect/sql/Statement"
@@ -13,7 +13,7 @@ import { nextRowSeq } from "../rowSeq.js"
 import { admit, operation, statement, type StoreContext, write } from "./context.js"
 
 /**
- * Lineage membership of run `runId` (§14): with `L = COALESCE(X.lineage_id, X.run_id)`,
+ * Lineage membership of run `runId`: with `L = COALESCE(X.lineage_id, X.run_id)`,
  * rows with `lineage_id = L`, plus the row named `L` when it belongs to no other lineage.
  */
 export const membership = (sql: SqlClient.SqlClient, runId: string): Fragment => {
