@@ -1,5 +1,5 @@
 /**
- * Plan card construction shared by both runtimes (spec §6 steps 2, 4, 6, 7).
+ * Plan card construction of the control runtime (spec §6 steps 2, 4, 6, 7).
  */
 import * as Redaction from "@baton/journal/Redaction"
 import { Effect, Schema } from "effect"
@@ -19,7 +19,7 @@ const BudgetNumber = Schema.Number.pipe(
 
 /**
  * A submitted budget (§3.1): `tokens` (count), `milliseconds`, `deadline` (ms after launch). The facade
- * and both runtimes admit budgets with this schema (excess fields refused).
+ * and the runtime admit budgets with this schema (excess fields refused).
  */
 export const AdmittedBudget = Schema.Struct({
   tokens: Schema.optional(BudgetNumber),
