@@ -817,9 +817,11 @@ export class ControlRuntime extends Context.Tag("@baton/control/ControlRuntime")
 export const make = (impl: Service): Service => impl
 
 /**
- * Options of the memory runtime: catalog, clock override, default principal and authority.
- * `now` (epoch milliseconds) is the SQL runtime's `now`: every operation of the runtime reads it
- * instead of Effect's `Clock`; absent, the runtime reads `Clock` (tests drive it with `TestClock`).
+ * Options of the memory runtime: catalog, clock override, default principal and authority, each
+ * passed to `SqlControlRuntime`. `now` (epoch milliseconds) is the SQL runtime's `now`: every
+ * operation of the runtime reads it instead of Effect's `Clock`; absent, the runtime reads `Clock`
+ * (tests drive it with `TestClock`). `principal` defaults to `{ id: "local", kind: "operator" }` and
+ * `approvalAuthority` to `ApprovalAuthority.local`, as for the SQL runtime.
  *
  * @since 0.1.0
  * @category models
