@@ -1,13 +1,17 @@
 /**
  * The control plane's low-level port: plans, approval tokens, launches, fenced ownership, resume
  * delegation, signals, steers, listing and idempotency storage. `SqlControlRuntime` implements it over
- * SQL; `layerMemory` holds the same contract in memory for tests.
+ * SQL; `layerMemory` is that runtime over an in-memory SQLite database, for tests.
  *
  * @since 0.1.0
  */
+import type { DatabaseError, DurableWriter } from "@baton/database/DurableWriter"
+import type { MigrationError } from "@baton/database/Migrations"
+import type * as Journal from "@baton/journal/Journal"
+import type * as RunStore from "@baton/run-store/RunStore"
+import type * as SqlClient from "@effect/sql/SqlClient"
 import type { Fiber } from "effect"
-import * as Journal from "@baton/journal/Journal"
-import { Context, Effect, Layer, Option, Schema } from "effect"
+import { Context, Effect, Layer, Schema } from "effect"
 import type {
   AlreadyResolved,
   ApprovalRequired,
@@ -45,7 +49,6 @@ import type {
   SteerMessage
 } from "./ControlSchema.js"
 import { DecisionReason, Principal } from "./ControlSchema.js"
-import { makeMemory } from "./internal/runtimeMemory.js"
 
 /**
  * A run owner identity (`@baton/journal` `OwnerId`): host id, pid and a per-claim nonce.
@@ -158,7 +161,7 @@ export type RunResult =
   | { readonly _tag: "Failed"; readonly error: unknown }
 
 /**
- * Alias of `DurableFlow` for the memory runtime.
+ * Alias of `DurableFlow` (the memory runtime's catalog entries are the SQL runtime's).
  *
  * @since 0.1.0
  * @category models
@@ -814,7 +817,11 @@ export class ControlRuntime extends Context.Tag("@baton/control/ControlRuntime")
 export const make = (impl: Service): Service => impl
 
 /**
- * Options of the memory runtime: catalog, clock override, default principal and authority.
+ * Options of the memory runtime: catalog, clock override, default principal and authority, each
+ * passed to `SqlControlRuntime`. `now` (epoch milliseconds) is the SQL runtime's `now`: every
+ * operation of the runtime reads it instead of Effect's `Clock`; absent, the runtime reads `Clock`
+ * (tests drive it with `TestClock`). `principal` defaults to `{ id: "local", kind: "operator" }` and
+ * `approvalAuthority` to `ApprovalAuthority.local`, as for the SQL runtime.
  *
  * @since 0.1.0
  * @category models
@@ -827,16 +834,39 @@ export interface MemoryOptions {
 }
 
 /**
- * The same contract held in `Map`s; nothing survives the process. Fences are `fence-<n>`.
- * When a `Journal` is in the layer's context (as in `TestControl.layer`), `getRun` and `queryRuns`
- * attribute cancellations from its `control.run.cancel-requested` and `flows.engine.interrupted`
- * entries like `SqlControlRuntime` (no lineage, so never `cascade`).
+ * What `layerMemory` provides: the runtime, the journal it reads cancel evidence from, the run store
+ * and the database's client and writer (for raw-SQL tests).
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export type MemoryServices =
+  | ControlRuntime
+  | Journal.Journal
+  | RunStore.RunStore
+  | SqlClient.SqlClient
+  | DurableWriter
+
+/**
+ * How building `layerMemory` fails: a migration, the database, the journal or the runtime's options.
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export type MemoryError = MigrationError | DatabaseError | Journal.JournalError | PersistenceError
+
+/**
+ * `SqlControlRuntime` over a fresh in-memory SQLite database (Node only): the production runtime, so
+ * queue order, delays, retries, limits and pauses, fences, lineage and cancel attribution (cascades
+ * included) are exactly SQL's. Each build is an empty database migrated with the journal's, the run
+ * store's and control's sets; nothing survives the layer's scope. The layer also provides that
+ * database's `Journal` (the one whose entries `getRun` and `queryRuns` attribute cancellations from;
+ * give it to `Control.layer`), `RunStore`, `SqlClient` and `DurableWriter`. Building fails with a
+ * migration's, the database's, the journal's or the runtime's error (`MemoryError`).
  *
  * @since 0.1.0
  * @category layers
  */
-export const layerMemory = (options: MemoryOptions = {}): Layer.Layer<ControlRuntime> =>
-  Layer.effect(
-    ControlRuntime,
-    Effect.flatMap(Effect.serviceOption(Journal.Journal), (journal) => makeMemory(options, Option.getOrUndefined(journal)))
-  )
+export const layerMemory = (options: MemoryOptions = {}): Layer.Layer<MemoryServices, MemoryError> =>
+  // Loaded when built, so importing this module never loads the SQLite driver.
+  Layer.unwrapEffect(Effect.map(Effect.promise(() => import("./internal/sqliteMemory.js")), (stack) => stack.layer(options)))

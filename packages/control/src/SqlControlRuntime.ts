@@ -19,6 +19,7 @@ import type { SqlOptions } from "./internal/sqlContext.js"
 import { makeContext } from "./internal/sqlContext.js"
 import { makeListing } from "./internal/sqlListing.js"
 import { makeClaimNext } from "./internal/sqlClaimNext.js"
+import * as Clocked from "./internal/sqlClock.js"
 import { makeOwnership } from "./internal/sqlOwnership.js"
 import { makePlans } from "./internal/sqlPlans.js"
 import { readProjected } from "./internal/sqlProjection.js"
@@ -29,7 +30,8 @@ import * as Migrations from "./Migrations.js"
 
 /**
  * Options of the SQL runtime: flow catalog hooks, owner identity, incarnation and nonce minting, liveness
- * check, default principal, approval authority and engine version.
+ * check, default principal, approval authority, engine version and `now`, a time source (epoch
+ * milliseconds) every operation reads instead of Effect's `Clock`.
  *
  * @since 0.1.0
  * @category models
@@ -53,6 +55,7 @@ export const migrate: Effect.Effect<void, PersistenceError, SqlClient.SqlClient>
 
 /**
  * Build the runtime over a run store (migrates first). Options are snapshotted before the effect runs.
+ * With `now`, the build and every operation of the service run with `Clock` reading it.
  * Fails `PersistenceError` (operation "configure the runtime") for an invalid `incarnation`.
  *
  * @since 0.1.0
@@ -62,7 +65,7 @@ export const make = (
   options: Options = {}
 ): Effect.Effect<Service, PersistenceError, SqlClient.SqlClient | DurableWriter.DurableWriter | RunStore.RunStore> => {
   const snapshot: Options = { ...options, ...(options.owner === undefined ? {} : { owner: Object.freeze({ ...options.owner }) }) }
-  return Effect.gen(function*() {
+  const built = Effect.gen(function*() {
     yield* migrate
     const store = yield* RunStore.RunStore
     const ctx = yield* makeContext(snapshot, store)
@@ -153,8 +156,9 @@ export const make = (
       releaseRunKey: signals.releaseRunKey,
       grants: approvals.grants
     }
-    return service
+    return snapshot.now === undefined ? service : Clocked.serviceUnder(service, snapshot.now)
   })
+  return snapshot.now === undefined ? built : Clocked.under(snapshot.now)(built)
 }
 
 /**

@@ -51,7 +51,7 @@ export * as ControlExecutor from "./ControlExecutor.js"
 export * as HostPresence from "./HostPresence.js"
 
 /**
- * The low-level control port and its memory runtime.
+ * The low-level control port and its memory runtime (the SQL runtime over in-memory SQLite).
  *
  * @since 0.1.0
  */

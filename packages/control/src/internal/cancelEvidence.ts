@@ -1,5 +1,5 @@
 /**
- * Cancel evidence read from journal entries, shared by both runtimes: the first attributed
+ * Cancel evidence read from journal entries by the SQL runtime's projections: the first attributed
  * request per run and the first engine interruption that settled a run `cancelled`.
  */
 import { Either, Schema } from "effect"

@@ -204,8 +204,8 @@ export const mutate = <E>(
       if (claim._tag === "Raced") return replayOf(claim.receipt, options.key)
       claimed = true
     }
-    // A failure with a held claim releases it (a SQL transaction rolls it back anyway; the memory
-    // runtime keeps no transaction, so a kept claim would strand the key).
+    // A failure with a held claim releases it (inside a SQL transaction the rollback already does;
+    // outside one, a kept claim would strand the key).
     const receipt = yield* (claimed
       ? effect(prior).pipe(Effect.onError(() => Effect.ignore(runtime.releaseRunKey(options.durableKey))))
       : effect(prior))

@@ -1,15 +1,15 @@
 /**
- * Admission checks and small helpers shared by both runtimes.
+ * Admission checks and small helpers of the control runtime.
  */
 import { Effect, Schema } from "effect"
-import { ClaimLost, EnvelopeMismatch, InvalidInput, PlanDigestMismatch, Unauthorized } from "../ControlError.js"
+import { ClaimLost, EnvelopeMismatch, InvalidInput, PlanDigestMismatch } from "../ControlError.js"
 import type { ApprovalTarget, Envelope, Principal, Receipt, RunStatus, SignalPayload, SteerMessage } from "../ControlSchema.js"
 import {
   Principal as PrincipalSchema,
   SignalPayload as SignalPayloadSchema,
   SteerMessage as SteerMessageSchema
 } from "../ControlSchema.js"
-import type { Authority, AuthorizationRequest, ParkRequest, SignalQuery } from "../ControlRuntime.js"
+import type { ParkRequest, SignalQuery } from "../ControlRuntime.js"
 import { canonical, isDurableText, isDurableTextOfLength, tryCanonical } from "./canonical.js"
 import { describeIssue } from "./schemaIssue.js"
 
@@ -82,14 +82,6 @@ export const checkTarget = (
       return yield* Effect.fail(new EnvelopeMismatch({ planId: tokenId, expected, actual: actualText }))
     }
   })
-
-/** An authority delegating every decision to the listed identities. */
-export const delegatingAuthority = (identities: ReadonlyArray<{ readonly id: string; readonly kind: string }>): Authority => ({
-  authorize: (request: AuthorizationRequest) =>
-    identities.some((who) => who.id === request.principal.id && who.kind === request.principal.kind)
-      ? Effect.void
-      : Effect.fail(new Unauthorized({ message: "caller may not make this approval decision" }))
-})
 
 /** A journal identifier: 1..1024 units of durable text. */
 export const isIdentifier = (s: unknown): s is string => isDurableTextOfLength(s, 1024)

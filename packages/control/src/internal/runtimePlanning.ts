@@ -1,5 +1,5 @@
 /**
- * Plan card construction shared by both runtimes (docs/design/control.md, Plans and digests).
+ * Plan card construction of the control runtime (docs/design/control.md, Plans and digests).
  */
 import * as Redaction from "@baton/journal/Redaction"
 import { Effect, Schema } from "effect"
@@ -19,7 +19,7 @@ const BudgetNumber = Schema.Number.pipe(
 
 /**
  * A submitted budget: `tokens` (count), `milliseconds`, `deadline` (ms after launch). The facade
- * and both runtimes admit budgets with this schema (excess fields refused).
+ * and the runtime admit budgets with this schema (excess fields refused).
  */
 export const AdmittedBudget = Schema.Struct({
   tokens: Schema.optional(BudgetNumber),

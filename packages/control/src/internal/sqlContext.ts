@@ -27,6 +27,12 @@ export interface SqlOptions {
   readonly principal?: { readonly id: string; readonly kind: string } | undefined
   readonly approvalAuthority?: Authority | undefined
   readonly engineVersion?: string | undefined
+  /**
+   * The runtime's time source, epoch milliseconds; absent: Effect's `Clock`. When given, every
+   * operation of the runtime (and the run store and journal writes it makes) reads this instead of
+   * `Clock`; sleeping still uses the caller's clock.
+   */
+  readonly now?: (() => number) | undefined
 }
 
 type Foreign = SqlError | DurableWriter.DatabaseError | RunStore.RunStoreError

@@ -44,7 +44,7 @@ const retryIssue = (retry: StartRequest["retry"]): string | undefined => {
 }
 
 /** Checks a start's options; the message names the field and the rule. */
-export const checkStart = (request: StartRequest): Effect.Effect<void, InvalidInput> => {
+const checkStart = (request: StartRequest): Effect.Effect<void, InvalidInput> => {
   const fail = (issue: string) => Effect.fail(new InvalidInput({ issue }))
   if (!Array.isArray(request.inputs)) return fail("inputs: must be an array")
   if (request.inputs.length > maxBatch) return fail(`inputs: must hold at most ${maxBatch} inputs`)
@@ -81,7 +81,7 @@ export const checkStart = (request: StartRequest): Effect.Effect<void, InvalidIn
  * the run's placement (queue, priority, retry policy, parent). The availability time is left out, so
  * a caller that retries a start with the same `delay` after a crash still gets its run.
  */
-export const startBinding = (flowId: string, decoded: unknown, request: StartRequest): unknown => {
+const startBinding = (flowId: string, decoded: unknown, request: StartRequest): unknown => {
   const placed = request.queue !== "default" || request.priority !== 0 || request.retry !== undefined ||
     request.parentRunId !== undefined
   if (!placed) return { flowId, input: decoded }
