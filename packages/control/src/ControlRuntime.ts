@@ -411,6 +411,11 @@ export interface HostCandidateQuery {
   readonly flowIds?: ReadonlyArray<FlowId> | undefined
   readonly nowMs: number
   readonly limit: number
+  /**
+   * Queues whose released runs this host cannot take now (at its own limit for them, since 0.3.0): left
+   * out of the page, so a backlog in one never hides the runs of another. Their lapsed leases still list.
+   */
+  readonly skipQueues?: ReadonlyArray<string> | undefined
 }
 
 /**
@@ -486,6 +491,8 @@ export interface ClaimNextQuery {
   readonly nowMs: number
   readonly limit: number
   readonly exceptQueues?: ReadonlyArray<string> | undefined
+  /** Queues whose runs are left out entirely (this host is at its own limit for them; since 0.3.0). */
+  readonly skipQueues?: ReadonlyArray<string> | undefined
 }
 
 /**

@@ -167,6 +167,25 @@ describe("queues on one host", () => {
       expect(peakOverlap(lines.filter((l) => [...capped, ...free].includes(l.runId)))).toBe(3)
     }))
 
+  it.scopedLive("a backlog in a queue at this host's limit hides no other queue's runs behind it", () =>
+    Effect.gen(function*() {
+      const db = fresh()
+      const client = yield* clientOn(db.filename)
+      // 30 runs of "slow", the first of which holds its one slot until the latch opens; then one run
+      // of "default", older runs ahead of it in claim order all in the held queue.
+      const slow: Array<string> = []
+      for (let i = 0; i < 30; i++) slow.push(yield* releasedRun(client, { queue: "slow", tag: "backlog", ms: 1 }))
+      const other = yield* releasedRun(client, { ms: 1 })
+      yield* hostOn(db.filename, { maxRuns: 4, pollInterval: "10 seconds", queues: { slow: { concurrency: 1 } } })
+      yield* awaitStatus(slow[0]!, ["running"], "8 seconds").pipe(inContext(client))
+      // The held queue is full on this host: the other queue's run goes on at once, not after the backlog.
+      yield* awaitStatus(other, ["completed"], "8 seconds").pipe(inContext(client))
+      expect(startsOf(slow)).toEqual([slow[0]])
+      yield* Deferred.succeed(yield* latch("backlog"), undefined)
+      for (const runId of slow) yield* awaitStatus(runId, ["completed"], "20 seconds").pipe(inContext(client))
+      expect(peakOverlap(lines.filter((l) => slow.includes(l.runId)))).toBe(1)
+    }))
+
   it.scopedLive("NodeHost.wake makes an idle host take a new run at once, not at its next tick", () =>
     Effect.gen(function*() {
       const db = fresh()

@@ -19,7 +19,7 @@ import type { RunSummary } from "../ControlSchema.js"
 import { released } from "./queueSql.js"
 import type { SqlContext } from "./sqlContext.js"
 import { fenceOf, persist } from "./sqlContext.js"
-import { busyQueues, flowFilter, lapsedLease, newestLease, runExpressions } from "./sqlListing.js"
+import { busyQueues, flowFilter, lapsedLease, newestLease, queueSkip, runExpressions, skipQueuesIssue } from "./sqlListing.js"
 import { transitioned } from "./sqlOwnership.js"
 import { type PlanRow, storedOf } from "./sqlPlans.js"
 import type { RawRow, RunRow } from "./sqlRows.js"
@@ -41,6 +41,8 @@ const checkQuery = (query: ClaimNextQuery) => {
   if (query.exceptQueues !== undefined && (!Array.isArray(query.exceptQueues) || !query.exceptQueues.every((q) => typeof q === "string"))) {
     return issue("exceptQueues: must be an array of strings")
   }
+  const skip = skipQueuesIssue(query.skipQueues)
+  if (skip !== undefined) return issue(skip)
   return Effect.void
 }
 
@@ -107,7 +109,7 @@ export const makeClaimNext = (
           LEFT JOIN control_run_resumes rr ON rr.run_id = r.run_id
           LEFT JOIN control_queues q ON q.queue = cr.queue LEFT JOIN busy b ON b.queue = cr.queue
           LEFT JOIN control_plans p ON p.plan_id = ${x.member("$.planId")}
-        WHERE ${released(sql)} AND cr.available_at_ms <= ${query.nowMs}
+        WHERE ${released(sql)} AND cr.available_at_ms <= ${query.nowMs} ${queueSkip(ctx, query.skipQueues)}
           AND COALESCE(q.paused, 0) = 0 AND (q.concurrency IS NULL OR COALESCE(b.n, 0) < q.concurrency)
           ${flowFilter(ctx, query.flowIds)} ${codeMatches(query.flowIds, catalog)}
         ORDER BY cr.priority DESC, cr.available_at_ms, cr.created_seq

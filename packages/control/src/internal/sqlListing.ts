@@ -67,6 +67,16 @@ export const flowFilter = (ctx: SqlContext, flowIds: ReadonlyArray<string> | und
   flowIds === undefined ? ctx.sql`` : ctx.sql`AND ${runExpressions(ctx).member("$.flowId")} IN ${idSet(ctx, flowIds)}`
 
 /** SQL: `flows_runs r` holds a lease lapsed at `nowMs`: a claim or an owner's stamp older than the stale cutoff. */
+/** SQL: `AND` the launch `cr` is in none of `queues` (nothing when there are none). */
+export const queueSkip = (ctx: SqlContext, queues: ReadonlyArray<string> | undefined): Fragment =>
+  queues === undefined || queues.length === 0 ? ctx.sql`` : ctx.sql`AND cr.queue NOT IN ${idSet(ctx, queues)}`
+
+/** The check of a `skipQueues` member: an array of strings, or absent. */
+export const skipQueuesIssue = (queues: unknown): string | undefined =>
+  queues === undefined || (Array.isArray(queues) && queues.every((q) => typeof q === "string"))
+    ? undefined
+    : "skipQueues: must be an array of strings"
+
 export const lapsedLease = (ctx: SqlContext, nowMs: number): Fragment => {
   const cutoff = nowMs - leaseStaleAfterMs
   return ctx.sql`((r.claim_host_id IS NOT NULL AND r.claimed_at_ms < ${cutoff})
@@ -228,7 +238,7 @@ export const makeListing = (ctx: SqlContext) => {
       }
     })
 
-  const checkCandidateQuery = (query: HostProbeQuery) =>
+  const checkCandidateQuery = (query: HostProbeQuery | HostCandidateQuery) =>
     Effect.gen(function*() {
       if (!Number.isSafeInteger(query.nowMs) || query.nowMs < 0) {
         return yield* Effect.fail(new InvalidInput({ issue: "nowMs: must be a non-negative safe integer" }))
@@ -236,6 +246,8 @@ export const makeListing = (ctx: SqlContext) => {
       if (query.flowIds !== undefined && !query.flowIds.every((f) => typeof f === "string")) {
         return yield* Effect.fail(new InvalidInput({ issue: "flowIds: must be strings" }))
       }
+      const skip = "skipQueues" in query ? skipQueuesIssue(query.skipQueues) : undefined
+      if (skip !== undefined) return yield* Effect.fail(new InvalidInput({ issue: skip }))
     })
 
   const flowFilterOf = (query: HostProbeQuery) => flowFilter(ctx, query.flowIds)
@@ -247,10 +259,11 @@ export const makeListing = (ctx: SqlContext) => {
   const busy = busyQueues(ctx)
   const candidateFrom = sql`control_runs cr JOIN flows_runs r ON r.run_id = cr.run_id
     LEFT JOIN control_queues q ON q.queue = cr.queue LEFT JOIN busy b ON b.queue = cr.queue`
-  const candidateWhere = (query: HostProbeQuery) => {
+  const candidateWhere = (query: HostProbeQuery | HostCandidateQuery) => {
+    const skip = "skipQueues" in query ? queueSkip(ctx, query.skipQueues) : sql``
     return sql`r.status NOT IN ${sql.literal(terminalList)} ${flowFilterOf(query)}
       AND (${lapsedLease(ctx, query.nowMs)}
-        OR (${released(sql)} AND cr.available_at_ms <= ${query.nowMs} AND COALESCE(q.paused, 0) = 0
+        OR (${released(sql)} AND cr.available_at_ms <= ${query.nowMs} AND COALESCE(q.paused, 0) = 0 ${skip}
           AND (q.concurrency IS NULL OR COALESCE(b.n, 0) < q.concurrency)))`
   }
 

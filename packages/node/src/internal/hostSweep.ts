@@ -143,13 +143,18 @@ export const discovery = (core: HostCore) =>
           true
         )
         : Effect.succeed(false)
+    // Queues this host can take no more runs of: left out of every read below, so a backlog in one
+    // never fills the batch or the page and hides the runs of another.
+    const limited = Array.from(core.queueLimits.keys())
+    const skipped = new Set(limited.filter((queue) => !core.queueRoom(queue)))
     // The common case first, as one batch: the leading released runs up to the first of a limited
     // queue. The rest, in the same order, and everything a failed batch left, go one at a time below.
     const batch = yield* core.runtime.claimNext({
       flowIds,
       nowMs,
       limit: Math.min(RunStore.claimAndOwnManyMax, capacity),
-      exceptQueues: Array.from(core.queueLimits.keys())
+      exceptQueues: limited.filter((queue) => !skipped.has(queue)),
+      skipQueues: Array.from(skipped)
     }).pipe(
       Effect.tapError((error) => Effect.logDebug(`sweep: batch claim failed (${error._tag}); claiming one at a time`)),
       Effect.option
@@ -168,21 +173,37 @@ export const discovery = (core: HostCore) =>
       }
       if (core.capacity() <= 0 || !core.accepting) return
     }
-    const page = yield* core.runtime.hostCandidates({ flowIds, nowMs, limit: Math.min(500, 2 * core.capacity()) })
-    if (yield* behind(page.newestHeartbeatAtMs)) return
     const self = HostIdentity.ownerOf(core.identity)
     const refused = new Set<string>()
     let earlier = 0
-    for (const candidate of page.candidates) {
+    // A page that ends in runs of queues this host passed over (now at its limit, or refused) is read
+    // again without them: each further page leaves out one more queue, so at most one per limited queue
+    // (and per refused one) beyond the first.
+    for (;;) {
+      const limit = Math.min(500, 2 * core.capacity())
+      const page = yield* core.runtime.hostCandidates({ flowIds, nowMs, limit, skipQueues: [...skipped, ...refused] })
+      if (yield* behind(page.newestHeartbeatAtMs)) return
+      const left = skipped.size + refused.size
+      for (const candidate of page.candidates) {
+        if (core.capacity() <= 0 || !core.accepting) break
+        if (core.driven.has(candidate.runId)) continue
+        // Recovering an orphaned claim starts no drive here, so no limit applies to it.
+        if (candidate.kind !== "orphaned-claim") {
+          if (refused.has(candidate.queue)) continue
+          if (!core.queueRoom(candidate.queue)) {
+            skipped.add(candidate.queue)
+            continue
+          }
+        }
+        yield* guarded(
+          "claim",
+          candidate.runId,
+          claimCandidate(core, candidate, self, (n) => (earlier += n), () => refused.add(candidate.queue))
+        )
+      }
+      // Read on only when this page was full and a queue was newly left out of it.
+      if (skipped.size + refused.size === left || page.candidates.length < limit) break
       if (core.capacity() <= 0 || !core.accepting) break
-      if (core.driven.has(candidate.runId)) continue
-      // Recovering an orphaned claim starts no drive here, so no limit applies to it.
-      if (candidate.kind !== "orphaned-claim" && (refused.has(candidate.queue) || !core.queueRoom(candidate.queue))) continue
-      yield* guarded(
-        "claim",
-        candidate.runId,
-        claimCandidate(core, candidate, self, (n) => (earlier += n), () => refused.add(candidate.queue))
-      )
     }
     if (earlier > 0) yield* Effect.logInfo(`found ${earlier} runs owned by an earlier process with this pid`)
   })
