@@ -71,7 +71,11 @@ export interface Flow<I, A, E> {
   readonly id: string
   readonly description: string
   readonly input: Schema.Schema<I, any>
-  readonly output: Schema.Schema<A, any> | undefined
+  /**
+   * The result's schema, type-erased like `error`: `Schema` is invariant, so a flow that never
+   * succeeds (`A = never`) would otherwise not fit a catalog of `Any`.
+   */
+  readonly output: Schema.Schema<any, any> | undefined
   readonly version: string | undefined
   readonly capabilities: ReadonlyArray<string>
   readonly budget: ControlSchema.Budget | undefined
@@ -249,14 +253,16 @@ const millisOf = (input: unknown): number => {
 }
 
 /**
- * The `Schedule` of a stored retry policy: it recurs `maxAttempts - 1` times, each output being the
+ * The `Schedule` of a retry policy (a {@link Retry} or its stored form): it recurs `maxAttempts - 1` times, each output being the
  * delay before the next attempt (exponential, capped, and with jitter scaled by a random factor in
  * [0.5, 1.5)). {@link retryDelay} steps it without sleeping.
  *
  * @since 0.2.0
  * @category conversions
  */
-export const retrySchedule = (policy: ControlRuntime.RetryPolicy): Schedule.Schedule<Duration.Duration> => {
+export const retrySchedule = (retry: Retry | ControlRuntime.RetryPolicy): Schedule.Schedule<Duration.Duration> => {
+  // Either shape: a flow's `Retry` (durations) or the stored policy (milliseconds).
+  const policy = "initialDelayMs" in retry ? retry : retryPolicy(retry)
   const cap = Duration.millis(policy.maxDelayMs)
   const capped = Schedule.exponential(Duration.millis(policy.initialDelayMs), policy.factor).pipe(
     Schedule.modifyDelay((_, delay) => Duration.min(delay, cap))
@@ -408,15 +414,23 @@ const encodeInput = <I>(flow: Flow<I, any, any>, input: I, field: string) =>
   )
 
 const startOptions = (flow: Any, options: StartOptions | undefined) =>
-  Effect.map(availableAtOf(options), (availableAt) => {
+  Effect.flatMap(availableAtOf(options), (availableAt) => {
     const retry = options?.retry ?? flow.retry
-    return {
+    // A run's retry is stored with it, so it is a policy of numbers; a Schedule (code) cannot be.
+    if (Schedule.isSchedule(retry)) {
+      return Effect.fail(
+        new ControlError.InvalidInput({
+          issue: "retry: must be a retry policy { maxAttempts, initial?, factor?, max?, jitter? }, not a Schedule (a run's retry is stored with it)"
+        })
+      )
+    }
+    return Effect.succeed({
       ...(options?.queue === undefined ? {} : { queue: options.queue }),
       ...(options?.priority === undefined ? {} : { priority: options.priority }),
       ...(availableAt === undefined ? {} : { availableAt }),
       ...(retry === undefined ? {} : { retry: retryPolicy(retry) }),
       ...(options?.parentRunId === undefined ? {} : { parentRunId: options.parentRunId })
-    }
+    })
   })
 
 const handleOf = <A, E>(flow: Flow<any, A, E>, started: Control.Started): Handle<A, E> => ({

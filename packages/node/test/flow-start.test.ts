@@ -24,7 +24,24 @@ const refuse = Flow.make({
   version: "1",
   input: Schema.Struct({ why: Schema.String }),
   error: Refused,
-  handler: ({ why }): Effect.Effect<string, Refused> => Effect.fail(new Refused({ why }))
+  // No annotation: a flow that never succeeds (output `never`) fits the catalog as it is.
+  handler: ({ why }) => Effect.fail(new Refused({ why }))
+})
+
+const plainFailure = Flow.make({
+  id: "test.plain-failure",
+  description: "fails with a plain object",
+  version: "1",
+  input: Schema.Null,
+  handler: () => Effect.fail({ code: 7, reason: "plain" })
+})
+
+const huge = Flow.make({
+  id: "test.huge",
+  description: "returns n characters of text",
+  version: "1",
+  input: Schema.Struct({ n: Schema.Number, char: Schema.String }),
+  handler: ({ char, n }) => Effect.succeed(char.repeat(n))
 })
 
 const gated = Flow.make({
@@ -95,7 +112,7 @@ const leaky = Flow.make({
   handler: () => Effect.succeed({ token: "hunter2-SECRET-token" } as never)
 })
 
-const runtime = NodeRuntime.layerTest({ flows: [double, refuse, gated, never, flaky, paced, tagged, leaky] })
+const runtime = NodeRuntime.layerTest({ flows: [double, refuse, gated, never, flaky, paced, tagged, leaky, plainFailure, huge] })
 
 const retryingFacts = (runId: string) =>
   Effect.gen(function*() {
@@ -135,6 +152,31 @@ describe("Flow.start and Flow.await", () => {
       const summary = yield* (yield* Control.Control).getRun(handle.runId)
       expect(summary.status).toBe("failed")
       expect(summary.error).toMatchObject({ tag: "Refused" })
+    }).pipe(Effect.provide(runtime)))
+
+  it.live("a plain object failure is recorded with what it holds, not [object Object]", () =>
+    Effect.gen(function*() {
+      const outcome = yield* Flow.await(yield* Flow.start(plainFailure, null), { timeout: "20 seconds" })
+      expect(outcome._tag).toBe("Failed")
+      if (outcome._tag === "Failed") expect(outcome.error).toEqual({ message: `{"code":7,"reason":"plain"}` })
+    }).pipe(Effect.provide(runtime)))
+
+  it.live("the 1 MiB result bound counts UTF-8 bytes: 400,000 euro signs (1.2 MB) fail, 300,000 (0.9 MB) complete", () =>
+    Effect.gen(function*() {
+      const over = yield* Flow.await(yield* Flow.start(huge, { n: 400_000, char: "€" }), { timeout: "30 seconds" })
+      expect(over._tag).toBe("Failed")
+      if (over._tag === "Failed") expect(over.error).toMatchObject({ message: "the run's result exceeds 1 MiB" })
+      const under = yield* Flow.await(yield* Flow.start(huge, { n: 300_000, char: "€" }), { timeout: "30 seconds" })
+      expect(under._tag).toBe("Completed")
+    }).pipe(Effect.provide(runtime)))
+
+  it.live("a Schedule given as a run's retry is refused naming retry, and nothing is written", () =>
+    Effect.gen(function*() {
+      const before = yield* counts
+      const error = yield* Effect.flip(Flow.start(double, { n: 1 }, { retry: Schedule.recurs(2) as never }))
+      expect(error).toMatchObject({ _tag: "InvalidInput" })
+      expect((error as { issue?: string }).issue).toMatch(/^retry: must be a retry policy .*not a Schedule/)
+      expect(yield* counts).toEqual(before)
     }).pipe(Effect.provide(runtime)))
 
   it.live("a cancelled run answers Cancelled with its attribution; a bare run id awaits too", () =>
@@ -362,6 +404,13 @@ describe("Flow.start and Flow.await", () => {
         Option.some(5000),
         Option.none()
       ])
+      // retrySchedule takes a flow's Retry as it is, as well as its stored form.
+      const direct = yield* Schedule.run(
+        Flow.retrySchedule({ maxAttempts: 4, initial: "1 second", factor: 3, jitter: false }),
+        0,
+        [1, 2, 3, 4, 5]
+      )
+      expect(Array.from(direct, Duration.toMillis).slice(0, 3)).toEqual([1000, 3000, 9000])
       const jittered = Flow.retryPolicy({ maxAttempts: 3, initial: "1 second" })
       const d = Option.getOrThrow(yield* Flow.retryDelay(jittered, 1, 0))
       expect(Duration.toMillis(d)).toBeGreaterThanOrEqual(500)

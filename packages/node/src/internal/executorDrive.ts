@@ -66,6 +66,10 @@ export interface DriveEnd {
 
 const maxResultBytes = 1024 * 1024
 
+// UTF-8 bytes, not UTF-16 units: a code unit is at most 3 bytes, so short texts skip the count.
+const tooLarge = (text: string): boolean =>
+  text.length > maxResultBytes || (text.length * 3 > maxResultBytes && Buffer.byteLength(text, "utf8") > maxResultBytes)
+
 /**
  * How long a handler may run before its drive's opening entry is written on its own: long enough
  * that a short run's first write carries it, short enough that `running` shows promptly.
@@ -191,7 +195,7 @@ const settleSuccess = (env: DriveEnv, state: DriveState, flow: Flow.Any, value: 
       ? undefined
       : jsonIssue(json, "result")
     const text = issue !== undefined ? undefined : json === undefined ? "" : JSON.stringify(json)
-    if (text === undefined || text.length > maxResultBytes) {
+    if (text === undefined || tooLarge(text)) {
       markEnd(state, "failed")
       const message = text === undefined
         ? encoded._tag === "Left" ? issue! : `the run's result is not JSON: ${issue}`

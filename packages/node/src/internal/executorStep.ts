@@ -147,6 +147,9 @@ export const errorRecord = (cause: Cause.Cause<unknown>): { tag?: string; messag
     if (record !== undefined && tag !== undefined) {
       const fields = Object.fromEntries(Object.entries(record).filter(([key]) => key !== "_tag"))
       message = `${tag} ${safeJson(fields)}`
+    } else if (record !== undefined && String(value) === "[object Object]") {
+      // A plain object failure (`Effect.fail({ code: 7 })`) says what it holds, not "[object Object]".
+      message = safeJson(record) || "a failure with no message"
     } else {
       message = value === undefined ? Cause.pretty(cause) : String(value)
     }
