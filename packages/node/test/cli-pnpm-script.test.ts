@@ -29,4 +29,22 @@ describe("pnpm baton from another directory", () => {
     expect(unknown.status, unknown.stderr).toBe(2)
     expect(unknown.stderr).toContain(`flow "nope" is not registered here (known: index-dir)`)
   }, 120_000)
+
+  it("pnpm start resolves a relative directory and --db against the directory pnpm ran from", () => {
+    const dir = fs.realpathSync(tempDir())
+    fs.mkdirSync(path.join(dir, "tree"))
+    for (const name of ["a.txt", "b.txt", "c.txt"]) fs.writeFileSync(path.join(dir, "tree", name), name)
+    const env = { ...process.env }
+    delete env.INIT_CWD
+    const started = spawnSync("pnpm", ["--silent", "-C", repoRoot, "start", "--", "tree", "--yes", "--json", "--db", "here.db"], {
+      cwd: dir,
+      encoding: "utf8",
+      env
+    })
+    expect(started.status, started.stderr).toBe(0)
+    const summary = JSON.parse(started.stdout.trim().split("\n").at(-1)!) as { status: string; files: number; root: string }
+    expect(summary).toMatchObject({ status: "completed", files: 3, root: path.join(dir, "tree") })
+    expect(fs.existsSync(path.join(dir, "here.db"))).toBe(true)
+    expect(fs.existsSync(path.join(repoRoot, "here.db"))).toBe(false)
+  }, 120_000)
 })
