@@ -196,6 +196,14 @@ describe("arguments are checked before the database file", () => {
   })
 })
 
+describe("an empty --db", () => {
+  it("is usage (exit 2) naming --db, not a directory opened as a database", async () => {
+    const result = await baton("runs", "--db", "")
+    expect(result.code, result.stderr).toBe(2)
+    expect(result.stderr).toContain("baton: --db must name a SQLite database file, got an empty path")
+  })
+})
+
 describe("baton runs next cursor", () => {
   it("prints the cursor shell-quoted: pasted through a shell it reaches the next page", async () => {
     const { db } = await databaseWithUnreadableRun()

@@ -44,6 +44,9 @@ export const resolveGlobals = (raw: RawGlobals, env: NodeJS.ProcessEnv = process
   if (raw.db !== undefined && raw.pg !== undefined) {
     throw new CliFailure({ exitCode: 2, code: "usage", message: "--db and --pg are mutually exclusive; pass one database" })
   }
+  if (raw.db !== undefined && raw.db.trim().length === 0) {
+    throw new CliFailure({ exitCode: 2, code: "usage", message: "--db must name a SQLite database file, got an empty path" })
+  }
   const pg = raw.pg ?? (raw.db === undefined ? nonEmpty(env["BATON_PG_URL"]) : undefined)
   if (pg !== undefined) checkPgUrl(pg)
   const db = pg === undefined ? raw.db ?? nonEmpty(env["BATON_DB"]) ?? "./baton.db" : undefined
