@@ -557,6 +557,8 @@ export interface RunFilters {
   readonly until?: number | undefined
   readonly launchedBy?: { readonly id: string; readonly kind?: string | undefined } | undefined
   readonly runIds?: ReadonlyArray<RunId> | undefined
+  /** Only launched runs of this queue (since 0.3.0). */
+  readonly queue?: string | undefined
 }
 
 /**

@@ -493,7 +493,9 @@ export const RunListFilters = Schema.Struct({
   lineageId: Schema.optional(Schema.String),
   principalId: Schema.optional(Schema.String),
   since: Schema.optional(Schema.Number),
-  until: Schema.optional(Schema.Number)
+  until: Schema.optional(Schema.Number),
+  /** Only launched runs of this queue (since 0.3.0). */
+  queue: Schema.optional(Schema.String)
 })
 /** @since 0.1.0 @category models */
 export type RunListFilters = typeof RunListFilters.Type
@@ -514,7 +516,8 @@ export const matchesRunFilters = (summary: RunSummary, filters: RunListFilters):
   (filters.lineageId === undefined || summary.lineageId === filters.lineageId) &&
   (filters.principalId === undefined || summary.launchedBy?.id === filters.principalId) &&
   (filters.since === undefined || summary.createdAt >= filters.since) &&
-  (filters.until === undefined || summary.createdAt < filters.until)
+  (filters.until === undefined || summary.createdAt < filters.until) &&
+  (filters.queue === undefined || summary.queue === filters.queue)
 
 /**
  * A listing request of the facade: flows, plans or runs.

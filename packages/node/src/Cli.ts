@@ -232,6 +232,7 @@ const runsCommand = Command.make("runs", {
   parent: Options.text("parent").pipe(Options.optional),
   lineage: Options.text("lineage").pipe(Options.optional),
   launchedBy: Options.text("launched-by").pipe(Options.optional),
+  queue: Options.text("queue").pipe(Options.withDescription("only runs of this queue"), Options.optional),
   since: Options.text("since").pipe(Options.withDescription("ISO 8601, epoch ms, or 90s/15m/2h/3d back from now"), Options.optional),
   until: Options.text("until").pipe(Options.optional),
   terminal: Options.boolean("terminal"),
@@ -248,6 +249,7 @@ const runsCommand = Command.make("runs", {
       parent: u(o.parent),
       lineage: u(o.lineage),
       launchedBy: u(o.launchedBy),
+      queue: u(o.queue),
       since: u(o.since),
       until: u(o.until),
       terminal: o.terminal,
@@ -261,7 +263,7 @@ const runsCommand = Command.make("runs", {
     // the time only matters for the value of a relative --since, not whether it parses.
     check: () => {
       Verbs.runFilters({
-        status: u(o.status), flow: undefined, parent: undefined, lineage: undefined, launchedBy: undefined,
+        status: u(o.status), flow: undefined, parent: undefined, lineage: undefined, launchedBy: undefined, queue: u(o.queue),
         since: u(o.since), until: u(o.until), terminal: o.terminal, live: o.live, order: o.order, limit: Parse.limit(o.limit),
         cursor: undefined, all: false
       }, 0)

@@ -179,6 +179,7 @@ describe("arguments are checked before the database file", () => {
     ["journal", "run-1", "--after", "-5"],
     ["run", "run-1", "--tail", "-1"],
     ["runs", "--limit", "abc"],
+    ["runs", "--queue", "Not A Queue"],
     ["plans", "--limit", "20x"],
     ["journal", "run-1", "--after", "1.5"],
     ["run", "run-1", "--tail", "many"],

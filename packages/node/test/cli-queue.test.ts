@@ -58,6 +58,9 @@ describe("baton queue", () => {
         { queue: "mail", available: 1, delayed: 1, running: 0, failed: 0, paused: true, concurrency: null }
       ]
     })
+    // `runs --queue` lists one queue's runs.
+    const listed = await baton("runs", "--db", db, "--queue", "mail", "--json")
+    expect((JSON.parse(listed.stdout) as { items: Array<{ queue: string }> }).items.map((r) => r.queue)).toEqual(["mail", "mail"])
     // Doctor says where the paused queue's runs are, and how to let them go.
     const doctor = await baton("doctor", "--db", db, "--json")
     const backlog = (JSON.parse(doctor.stdout) as { checks: Array<{ check: string; level: string; message: string; hint?: string }> })

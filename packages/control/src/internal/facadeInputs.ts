@@ -115,7 +115,8 @@ export const ListRequest = Schema.Union(
       flowId: Schema.optional(Id),
       parentRunId: Schema.optional(Id),
       lineageId: Schema.optional(Id),
-      principalId: Schema.optional(Id)
+      principalId: Schema.optional(Id),
+      queue: Schema.optional(Id)
     })),
     order: Schema.optional(Schema.Literal("newest", "oldest")),
     cursor: Schema.optional(Schema.String),

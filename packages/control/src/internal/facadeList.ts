@@ -127,7 +127,8 @@ export const list = (
             ...(filters.lineageId !== undefined ? { lineageId: filters.lineageId } : {}),
             ...(filters.since !== undefined ? { since: filters.since } : {}),
             ...(filters.until !== undefined ? { until: filters.until } : {}),
-            ...(filters.principalId !== undefined ? { launchedBy: { id: filters.principalId } } : {})
+            ...(filters.principalId !== undefined ? { launchedBy: { id: filters.principalId } } : {}),
+            ...(filters.queue !== undefined ? { queue: filters.queue } : {})
           },
           ...(request.order !== undefined ? { order: request.order } : {}),
           ...(cursor !== undefined ? { cursor } : {}),

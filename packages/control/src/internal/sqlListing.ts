@@ -128,6 +128,7 @@ export const makeListing = (ctx: SqlContext) => {
       if (f.launchedBy.kind !== undefined) conditions.push(sql`cr.principal_kind = ${f.launchedBy.kind}`)
     }
     if (f.runIds !== undefined) conditions.push(sql`r.run_id IN ${idSet(ctx, f.runIds)}`)
+    if (f.queue !== undefined) conditions.push(sql`cr.queue = ${f.queue}`)
     return {
       where: conditions.length === 0 ? sql`` : sql`WHERE ${sql.and(conditions)}`,
       keyset: { order: newest ? "DESC" as const : "ASC" as const, limit: query.limit + 1 },

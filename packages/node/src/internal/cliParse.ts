@@ -196,10 +196,10 @@ export const id = (argument: string, value: string): string => {
   return value
 }
 
-/** A queue name argument (control's `Queues.namePattern`); anything else is usage naming `queue`. */
-export const queue = (value: string): string => {
+/** A queue name (control's `Queues.namePattern`); anything else is usage naming `name` (the argument or option). */
+export const queue = (value: string, name = "queue"): string => {
   if (!Queues.namePattern.test(value)) {
-    throw usage("invalid_queue", "queue must be 1 to 128 characters of a-z, 0-9 and . _ / - starting with a letter or digit")
+    throw usage("invalid_queue", `${name} must be 1 to 128 characters of a-z, 0-9 and . _ / - starting with a letter or digit`)
   }
   return value
 }

@@ -58,6 +58,7 @@ export interface RunsOptions {
   readonly parent: string | undefined
   readonly lineage: string | undefined
   readonly launchedBy: string | undefined
+  readonly queue?: string | undefined
   readonly since: string | undefined
   readonly until: string | undefined
   readonly terminal: boolean
@@ -79,6 +80,7 @@ export const runFilters = (o: RunsOptions, nowMs: number): ControlSchema.RunList
     ...(o.parent === undefined ? {} : { parentRunId: o.parent }),
     ...(o.lineage === undefined ? {} : { lineageId: o.lineage }),
     ...(o.launchedBy === undefined ? {} : { principalId: o.launchedBy }),
+    ...(o.queue === undefined ? {} : { queue: Parse.queue(o.queue, "--queue") }),
     ...(o.since === undefined ? {} : { since: Parse.timePoint("--since", o.since, nowMs) }),
     ...(o.until === undefined ? {} : { until: Parse.timePoint("--until", o.until, nowMs) }),
     ...(o.terminal ? { terminal: true } : o.live ? { terminal: false } : {})
