@@ -3,6 +3,7 @@
  */
 import { Schema } from "effect"
 import * as ControlSchema from "../ControlSchema.js"
+import { namePattern } from "./queueSql.js"
 import { AdmittedSignal } from "./runtimeChecks.js"
 import { AdmittedBudget } from "./runtimePlanning.js"
 
@@ -23,6 +24,11 @@ export const idRule = "must be 1 to 1024 well-formed characters"
 /** An id: 1..1024 UTF-16 units (NUL and lone surrogates are refused by the inert copy first). */
 export const Id = Schema.String.pipe(Schema.minLength(1), Schema.maxLength(1024)).annotations({
   message: () => ({ message: idRule, override: true })
+})
+
+/** A queue name, as a start or `Queues` takes it. */
+const QueueName = Schema.String.pipe(Schema.pattern(namePattern)).annotations({
+  message: () => ({ message: "must be 1 to 128 characters matching /^[a-z0-9][a-z0-9._\\/-]{0,127}$/", override: true })
 })
 
 export const PlanInput = Schema.Struct({
@@ -116,7 +122,7 @@ export const ListRequest = Schema.Union(
       parentRunId: Schema.optional(Id),
       lineageId: Schema.optional(Id),
       principalId: Schema.optional(Id),
-      queue: Schema.optional(Id)
+      queue: Schema.optional(QueueName)
     })),
     order: Schema.optional(Schema.Literal("newest", "oldest")),
     cursor: Schema.optional(Schema.String),

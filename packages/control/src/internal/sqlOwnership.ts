@@ -112,8 +112,12 @@ export const makeOwnership = (ctx: SqlContext) => {
         "claim a run",
         Effect.gen(function*() {
           const nowMs = evidence?.checkedAtMs ?? (yield* ctx.now)
-          // A takeover of a running row adds no running run; anything else answers to its queue first.
-          if (row.status !== "running") yield* claimGate(ctx.sql, runId, base.status === "accepted")
+          // A takeover of a running row adds no running run; anything else answers to its queue first,
+          // except a run whose cancel is requested: that claim only settles it, so neither a paused
+          // queue nor a full one may keep a cancel from landing.
+          if (row.status !== "running" && row.cancelRequestedAtMs === null) {
+            yield* claimGate(ctx.sql, runId, base.status === "accepted")
+          }
           const outcome = yield* ctx.store.claimAndOwn(
             runId,
             { status: row.status, owner: row.owner, heartbeatAtMs: row.heartbeatAtMs },
