@@ -9,7 +9,7 @@ import * as Dialect from "@baton/database/Dialect"
 import * as DurableWriter from "@baton/database/DurableWriter"
 import type * as OwnerIdModule from "@baton/journal/OwnerId"
 import * as SqlClient from "@effect/sql/SqlClient"
-import { Context, Effect, Layer, Option, Schema } from "effect"
+import { Context, Data, Effect, Layer, Option, Schema } from "effect"
 import * as Admission from "./internal/Admission.js"
 import * as Attempts from "./internal/attempts.js"
 import * as Boundary from "./internal/Boundary.js"
@@ -185,7 +185,8 @@ export const AttemptPatch = Schema.Struct({
  */
 export type AttemptPatch = Schema.Schema.Type<typeof AttemptPatch>
 
-type T<Tag extends string> = { readonly _tag: Tag }
+/** Cases without fields, one per tag. */
+type Bare<Tags extends string> = { readonly [Tag in Tags]: {} }
 
 /**
  * `put`: `Inserted`, `Upserted`, `ExistingSame`, `Conflict`, `FenceLost`, `RunNotFound`.
@@ -193,9 +194,17 @@ type T<Tag extends string> = { readonly _tag: Tag }
  * @since 0.1.0
  * @category outcomes
  */
-export type PutResult = T<"Inserted"> | T<"Upserted"> | T<"ExistingSame"> | T<"Conflict"> | T<"FenceLost"> | T<
-  "RunNotFound"
+export type PutResult = Data.TaggedEnum<
+  Bare<"Inserted" | "Upserted" | "ExistingSame" | "Conflict" | "FenceLost" | "RunNotFound">
 >
+
+/**
+ * Constructors, `$is` and `$match` of {@link PutResult}.
+ *
+ * @since 0.3.0
+ * @category outcomes
+ */
+export const PutResult = Data.taggedEnum<PutResult>()
 
 /**
  * `heartbeat`: `Updated`, `FenceLost`, `NotFound`, `StateChanged`.
@@ -203,7 +212,15 @@ export type PutResult = T<"Inserted"> | T<"Upserted"> | T<"ExistingSame"> | T<"C
  * @since 0.1.0
  * @category outcomes
  */
-export type HeartbeatResult = T<"Updated"> | T<"FenceLost"> | T<"NotFound"> | T<"StateChanged">
+export type HeartbeatResult = Data.TaggedEnum<Bare<"Updated" | "FenceLost" | "NotFound" | "StateChanged">>
+
+/**
+ * Constructors, `$is` and `$match` of {@link HeartbeatResult}.
+ *
+ * @since 0.3.0
+ * @category outcomes
+ */
+export const HeartbeatResult = Data.taggedEnum<HeartbeatResult>()
 
 /**
  * `finish`: `Finished`, `FenceLost`, `NotFound`, `StateChanged`.
@@ -211,7 +228,15 @@ export type HeartbeatResult = T<"Updated"> | T<"FenceLost"> | T<"NotFound"> | T<
  * @since 0.1.0
  * @category outcomes
  */
-export type FinishResult = T<"Finished"> | T<"FenceLost"> | T<"NotFound"> | T<"StateChanged">
+export type FinishResult = Data.TaggedEnum<Bare<"Finished" | "FenceLost" | "NotFound" | "StateChanged">>
+
+/**
+ * Constructors, `$is` and `$match` of {@link FinishResult}.
+ *
+ * @since 0.3.0
+ * @category outcomes
+ */
+export const FinishResult = Data.taggedEnum<FinishResult>()
 
 /**
  * `patch`: `Patched`, `NotFound`, `FenceLost`.
@@ -219,7 +244,15 @@ export type FinishResult = T<"Finished"> | T<"FenceLost"> | T<"NotFound"> | T<"S
  * @since 0.1.0
  * @category outcomes
  */
-export type PatchResult = T<"Patched"> | T<"NotFound"> | T<"FenceLost">
+export type PatchResult = Data.TaggedEnum<Bare<"Patched" | "NotFound" | "FenceLost">>
+
+/**
+ * Constructors, `$is` and `$match` of {@link PatchResult}.
+ *
+ * @since 0.3.0
+ * @category outcomes
+ */
+export const PatchResult = Data.taggedEnum<PatchResult>()
 
 /**
  * Store options: in-progress states (default `["running"]`), the checkpoint ceiling in
@@ -427,22 +460,22 @@ export const makeWith = (
                     ${text(c.outcome)}, ${text(c.meta)}
                   WHERE ${fence(a.runId, who)}
                   ON CONFLICT (run_id, step_key_digest, attempt) DO NOTHING RETURNING run_id`
-              if (inserted.length > 0) return { _tag: "Inserted" } as PutResult
+              if (inserted.length > 0) return PutResult.Inserted()
               const state = yield* runFence(a.runId, who)
-              if (state === "missing") return { _tag: "RunNotFound" } as PutResult
-              if (state === "lost") return { _tag: "FenceLost" } as PutResult
+              if (state === "missing") return PutResult.RunNotFound()
+              if (state === "lost") return PutResult.FenceLost()
               if (config.putMode === "upsert") {
                 const upserted = yield* sql`UPDATE flows_attempts SET state = ${a.state}, started_at_ms = ${a.startedAtMs},
                   finished_at_ms = ${a.finishedAtMs ?? null}, heartbeat_at_ms = ${a.heartbeatAtMs ?? null},
                   checkpoint_json = ${text(c.checkpoint)}, error_json = ${text(c.error)},
                   outcome_json = ${text(c.outcome)}, meta_json = ${text(c.meta)}
                   WHERE ${idIs(a)} AND state IN ${inProgress} AND ${fence(a.runId, who)} RETURNING run_id`
-                if (upserted.length > 0) return { _tag: "Upserted" } as PutResult
+                if (upserted.length > 0) return PutResult.Upserted()
               }
               const stored = yield* readAttempt("put", a)
-              return (Option.isSome(stored) && Attempts.sameAttempt(stored.value, a)
-                ? { _tag: "ExistingSame" }
-                : { _tag: "Conflict" }) as PutResult
+              return Option.isSome(stored) && Attempts.sameAttempt(stored.value, a)
+                ? PutResult.ExistingSame()
+                : PutResult.Conflict()
             })
           )
         })
@@ -477,8 +510,8 @@ export const makeWith = (
                 SET heartbeat_at_ms = ${Dialect.greatest(sql)}(COALESCE(heartbeat_at_ms, ${now}), ${now}),
                   checkpoint_json = COALESCE(${text(cp)}, checkpoint_json)
                 WHERE ${idIs(id)} AND state IN ${inProgress} AND ${guard.holds} RETURNING run_id`
-              if (updated.length > 0) return { _tag: "Updated" } as HeartbeatResult
-              return { _tag: yield* classifyMiss(id, who) } as HeartbeatResult
+              if (updated.length > 0) return HeartbeatResult.Updated()
+              return HeartbeatResult[yield* classifyMiss(id, who)]()
             })
           )
         })
@@ -507,8 +540,8 @@ export const makeWith = (
                   outcome_json = COALESCE(${text(c.outcome)}, outcome_json),
                   meta_json = COALESCE(${text(c.meta)}, meta_json)
                 WHERE ${idIs(f)} AND state IN ${inProgress} AND ${guard.holds} RETURNING run_id`
-              if (updated.length > 0) return { _tag: "Finished" } as FinishResult
-              return { _tag: yield* classifyMiss(f, who) } as FinishResult
+              if (updated.length > 0) return FinishResult.Finished()
+              return FinishResult[yield* classifyMiss(f, who)]()
             })
           )
         })
@@ -537,9 +570,9 @@ export const makeWith = (
                   outcome_json = COALESCE(${text(c.outcome)}, outcome_json),
                   meta_json = COALESCE(${text(c.meta)}, meta_json)
                 WHERE ${idIs(target)} AND ${guard.holds} RETURNING run_id`
-              if (updated.length > 0) return { _tag: "Patched" } as PatchResult
+              if (updated.length > 0) return PatchResult.Patched()
               const present = yield* sql`SELECT 1 AS present FROM flows_attempts WHERE ${idIs(target)}`
-              return (present.length === 0 ? { _tag: "NotFound" } : { _tag: "FenceLost" }) as PatchResult
+              return present.length === 0 ? PatchResult.NotFound() : PatchResult.FenceLost()
             })
           )
         })

@@ -176,6 +176,14 @@ export type TransitionGuard = model.TransitionGuard
 export type RequestCancelOutcome = model.RequestCancelOutcome
 
 /**
+ * Constructors, `$is` and `$match` of {@link RequestCancelOutcome}.
+ *
+ * @since 0.3.0
+ * @category outcomes
+ */
+export const RequestCancelOutcome = model.RequestCancelOutcome
+
+/**
  * `claim`: `Claimed { claimedAtMs }` (the token `activate` needs), `NotFound`,
  * `AlreadyClaimed`, `HeartbeatFresh`, `SnapshotChanged`.
  *
@@ -183,6 +191,14 @@ export type RequestCancelOutcome = model.RequestCancelOutcome
  * @category outcomes
  */
 export type ClaimOutcome = model.ClaimOutcome
+
+/**
+ * Constructors, `$is` and `$match` of {@link ClaimOutcome}.
+ *
+ * @since 0.3.0
+ * @category outcomes
+ */
+export const ClaimOutcome = model.ClaimOutcome
 
 /**
  * `steal`: a `ClaimOutcome` or `LivenessUnconfirmed` (evidence did not match, or the claimant is the
@@ -194,6 +210,14 @@ export type ClaimOutcome = model.ClaimOutcome
 export type StealOutcome = model.StealOutcome
 
 /**
+ * Constructors, `$is` and `$match` of {@link StealOutcome}.
+ *
+ * @since 0.3.0
+ * @category outcomes
+ */
+export const StealOutcome = model.StealOutcome
+
+/**
  * `claimAndOwn`: `Activated`, `NotFound`, `AlreadyClaimed`, `HeartbeatFresh`,
  * `SnapshotChanged`, `EvidenceRequired` (a stale foreign owner and no matching evidence).
  *
@@ -201,6 +225,14 @@ export type StealOutcome = model.StealOutcome
  * @category outcomes
  */
 export type ClaimAndOwnOutcome = model.ClaimAndOwnOutcome
+
+/**
+ * Constructors, `$is` and `$match` of {@link ClaimAndOwnOutcome}.
+ *
+ * @since 0.3.0
+ * @category outcomes
+ */
+export const ClaimAndOwnOutcome = model.ClaimAndOwnOutcome
 
 /**
  * `activate`: `Activated`, `ClaimLost`, `SnapshotChanged` (the claim was released). The stamp it
@@ -213,12 +245,28 @@ export type ClaimAndOwnOutcome = model.ClaimAndOwnOutcome
 export type ActivateOutcome = model.ActivateOutcome
 
 /**
+ * Constructors, `$is` and `$match` of {@link ActivateOutcome}.
+ *
+ * @since 0.3.0
+ * @category outcomes
+ */
+export const ActivateOutcome = model.ActivateOutcome
+
+/**
  * `abandonClaim`: `Abandoned` or `ClaimLost`.
  *
  * @since 0.1.0
  * @category outcomes
  */
 export type AbandonClaimOutcome = model.AbandonClaimOutcome
+
+/**
+ * Constructors, `$is` and `$match` of {@link AbandonClaimOutcome}.
+ *
+ * @since 0.3.0
+ * @category outcomes
+ */
+export const AbandonClaimOutcome = model.AbandonClaimOutcome
 
 /**
  * `recoverClaim`: `Recovered`, `NotFound`, `ClaimFresh`, `ClaimChanged`, `LivenessUnconfirmed`.
@@ -229,6 +277,14 @@ export type AbandonClaimOutcome = model.AbandonClaimOutcome
 export type RecoverClaimOutcome = model.RecoverClaimOutcome
 
 /**
+ * Constructors, `$is` and `$match` of {@link RecoverClaimOutcome}.
+ *
+ * @since 0.3.0
+ * @category outcomes
+ */
+export const RecoverClaimOutcome = model.RecoverClaimOutcome
+
+/**
  * `heartbeat`/`reconfirm`: `Updated { heartbeatAtMs }` carrying the stored (possibly
  * unchanged) stamp, `FenceLost`, `NotFound`.
  *
@@ -236,6 +292,14 @@ export type RecoverClaimOutcome = model.RecoverClaimOutcome
  * @category outcomes
  */
 export type HeartbeatOutcome = model.HeartbeatOutcome
+
+/**
+ * Constructors, `$is` and `$match` of {@link HeartbeatOutcome}.
+ *
+ * @since 0.3.0
+ * @category outcomes
+ */
+export const HeartbeatOutcome = model.HeartbeatOutcome
 
 /**
  * One lease for `heartbeatLeases`: the run and the owner (`{ hostId, pid, nonce }`) that holds it.
@@ -271,6 +335,14 @@ export type ReleasedClaim = model.ReleasedClaim
 export type ClaimAndOwnManyOutcome = model.ClaimAndOwnManyOutcome
 
 /**
+ * Constructors, `$is` and `$match` of {@link ClaimAndOwnManyOutcome}.
+ *
+ * @since 0.3.0
+ * @category outcomes
+ */
+export const ClaimAndOwnManyOutcome = model.ClaimAndOwnManyOutcome
+
+/**
  * Most runs one `claimAndOwnMany` takes (100).
  *
  * @since 0.3.0
@@ -294,6 +366,14 @@ export const claimAndOwnManyKey: (owner: model.OwnerIdType) => string = ClaimMan
  * @category outcomes
  */
 export type TransitionOutcome = model.TransitionOutcome
+
+/**
+ * Constructors, `$is` and `$match` of {@link TransitionOutcome}.
+ *
+ * @since 0.3.0
+ * @category outcomes
+ */
+export const TransitionOutcome = model.TransitionOutcome
 
 /**
  * Ownership facts on the companion stream: `claimed`, `activated`, `released`, `stolen`, `expired`.
@@ -409,8 +489,6 @@ const noStore = (method: string) =>
  * @category constructors
  */
 export const makeNoop = (overrides?: Partial<Service>): Service => {
-  const notFound = Effect.succeed({ _tag: "NotFound" } as const)
-  const claimLost = Effect.succeed({ _tag: "ClaimLost" } as const)
   return Object.freeze({
     create: () => noStore("create"),
     createReleased: () => noStore("createReleased"),
@@ -418,26 +496,26 @@ export const makeNoop = (overrides?: Partial<Service>): Service => {
     lineage: () => noStore("lineage"),
     latestRound: () => noStore("latestRound"),
     requestCancelLineage: () => noStore("requestCancelLineage"),
-    requestCancel: () => notFound,
-    claim: () => notFound,
-    claimAndOwn: () => notFound,
+    requestCancel: () => Effect.succeed(model.RequestCancelOutcome.NotFound()),
+    claim: () => Effect.succeed(model.ClaimOutcome.NotFound()),
+    claimAndOwn: () => Effect.succeed(model.ClaimAndOwnOutcome.NotFound()),
     claimAndOwnMany: (claims: ReadonlyArray<model.ReleasedClaim>) =>
       Effect.succeed(
-        new Map<string, model.ClaimAndOwnManyOutcome>(Array.from(claims, (c) => [c.runId, { _tag: "Missed" }]))
+        new Map<string, model.ClaimAndOwnManyOutcome>(Array.from(claims, (c) => [c.runId, model.ClaimAndOwnManyOutcome.Missed()]))
       ),
-    recoverClaim: () => notFound,
-    heartbeat: () => notFound,
-    reconfirm: () => notFound,
+    recoverClaim: () => Effect.succeed(model.RecoverClaimOutcome.NotFound()),
+    heartbeat: () => Effect.succeed(model.HeartbeatOutcome.NotFound()),
+    reconfirm: () => Effect.succeed(model.HeartbeatOutcome.NotFound()),
     heartbeatMany: (_owner: model.OwnerIdType, runIds: ReadonlyArray<string>) =>
       Effect.succeed(
-        new Map<string, model.HeartbeatOutcome>(Array.from(runIds, (runId) => [runId, { _tag: "NotFound" }]))
+        new Map<string, model.HeartbeatOutcome>(Array.from(runIds, (runId) => [runId, model.HeartbeatOutcome.NotFound()]))
       ),
     heartbeatLeases: (leases: ReadonlyArray<model.RunLease>) =>
-      Effect.succeed(Array.from(leases, (): model.HeartbeatOutcome => ({ _tag: "NotFound" }))),
-    transitionOwned: () => notFound,
-    steal: () => notFound,
-    activate: () => claimLost,
-    abandonClaim: () => claimLost,
+      Effect.succeed(Array.from(leases, () => model.HeartbeatOutcome.NotFound())),
+    transitionOwned: () => Effect.succeed(model.TransitionOutcome.NotFound()),
+    steal: () => Effect.succeed(model.StealOutcome.NotFound()),
+    activate: () => Effect.succeed(model.ActivateOutcome.ClaimLost()),
+    abandonClaim: () => Effect.succeed(model.AbandonClaimOutcome.ClaimLost()),
     acknowledgeCancel: () => Effect.succeed(false),
     ...overrides
   })

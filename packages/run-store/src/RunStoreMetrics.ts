@@ -4,7 +4,8 @@
  *
  * @since 0.1.0
  */
-import { Metric } from "effect"
+import { Metric, Record } from "effect"
+import type * as model from "./internal/model.js"
 
 /**
  * Claim-family outcomes, attributes `op` (`claim`, `claim_and_own`, `activate`,
@@ -50,13 +51,11 @@ export const snakeCase = (tag: string): string =>
 
 type ByOutcome<Tags extends string> = { readonly [K in Tags]: Metric.Metric.Counter<number> }
 
-const byOutcome = <const Tags extends ReadonlyArray<string>>(
+/** One counter per outcome tag of `A`: `tags` names each of them once (the compiler checks it). */
+const byOutcome = <A extends { readonly _tag: string }>(
   base: Metric.Metric.Counter<number>,
-  tags: Tags
-): ByOutcome<Tags[number]> =>
-  Object.freeze(Object.fromEntries(tags.map((tag) => [tag, Metric.tagged(base, "outcome", snakeCase(tag))]))) as ByOutcome<
-    Tags[number]
-  >
+  tags: { readonly [K in A["_tag"]]: null }
+): ByOutcome<A["_tag"]> => Object.freeze(Record.map(tags, (_, tag) => Metric.tagged(base, "outcome", snakeCase(tag))))
 
 const op = (name: string) => Metric.tagged(claims, "op", name)
 
@@ -66,7 +65,13 @@ const op = (name: string) => Metric.tagged(claims, "op", name)
  * @since 0.1.0
  * @category metrics
  */
-export const claim = byOutcome(op("claim"), ["Claimed", "NotFound", "AlreadyClaimed", "HeartbeatFresh", "SnapshotChanged"])
+export const claim = byOutcome<model.ClaimOutcome>(op("claim"), {
+  Claimed: null,
+  NotFound: null,
+  AlreadyClaimed: null,
+  HeartbeatFresh: null,
+  SnapshotChanged: null
+})
 
 /**
  * `claimAndOwn` outcome counters.
@@ -74,14 +79,14 @@ export const claim = byOutcome(op("claim"), ["Claimed", "NotFound", "AlreadyClai
  * @since 0.1.0
  * @category metrics
  */
-export const claimAndOwn = byOutcome(op("claim_and_own"), [
-  "Activated",
-  "NotFound",
-  "AlreadyClaimed",
-  "HeartbeatFresh",
-  "SnapshotChanged",
-  "EvidenceRequired"
-])
+export const claimAndOwn = byOutcome<model.ClaimAndOwnOutcome>(op("claim_and_own"), {
+  Activated: null,
+  NotFound: null,
+  AlreadyClaimed: null,
+  HeartbeatFresh: null,
+  SnapshotChanged: null,
+  EvidenceRequired: null
+})
 
 /**
  * `claimAndOwnMany` counters, per run of the batch: `Activated`, `Missed`.
@@ -89,7 +94,7 @@ export const claimAndOwn = byOutcome(op("claim_and_own"), [
  * @since 0.3.0
  * @category metrics
  */
-export const claimAndOwnMany = byOutcome(op("claim_and_own_many"), ["Activated", "Missed"])
+export const claimAndOwnMany = byOutcome<model.ClaimAndOwnManyOutcome>(op("claim_and_own_many"), { Activated: null, Missed: null })
 
 /**
  * `activate` outcome counters.
@@ -97,7 +102,7 @@ export const claimAndOwnMany = byOutcome(op("claim_and_own_many"), ["Activated",
  * @since 0.1.0
  * @category metrics
  */
-export const activate = byOutcome(op("activate"), ["Activated", "ClaimLost", "SnapshotChanged"])
+export const activate = byOutcome<model.ActivateOutcome>(op("activate"), { Activated: null, ClaimLost: null, SnapshotChanged: null })
 
 /**
  * `abandonClaim` outcome counters.
@@ -105,7 +110,7 @@ export const activate = byOutcome(op("activate"), ["Activated", "ClaimLost", "Sn
  * @since 0.1.0
  * @category metrics
  */
-export const abandonClaim = byOutcome(op("abandon_claim"), ["Abandoned", "ClaimLost"])
+export const abandonClaim = byOutcome<model.AbandonClaimOutcome>(op("abandon_claim"), { Abandoned: null, ClaimLost: null })
 
 /**
  * `recoverClaim` outcome counters.
@@ -113,13 +118,13 @@ export const abandonClaim = byOutcome(op("abandon_claim"), ["Abandoned", "ClaimL
  * @since 0.1.0
  * @category metrics
  */
-export const recoverClaim = byOutcome(op("recover_claim"), [
-  "Recovered",
-  "NotFound",
-  "ClaimFresh",
-  "ClaimChanged",
-  "LivenessUnconfirmed"
-])
+export const recoverClaim = byOutcome<model.RecoverClaimOutcome>(op("recover_claim"), {
+  Recovered: null,
+  NotFound: null,
+  ClaimFresh: null,
+  ClaimChanged: null,
+  LivenessUnconfirmed: null
+})
 
 /**
  * `steal` outcome counters.
@@ -127,14 +132,14 @@ export const recoverClaim = byOutcome(op("recover_claim"), [
  * @since 0.1.0
  * @category metrics
  */
-export const steal = byOutcome(op("steal"), [
-  "Claimed",
-  "NotFound",
-  "AlreadyClaimed",
-  "HeartbeatFresh",
-  "SnapshotChanged",
-  "LivenessUnconfirmed"
-])
+export const steal = byOutcome<model.StealOutcome>(op("steal"), {
+  Claimed: null,
+  NotFound: null,
+  AlreadyClaimed: null,
+  HeartbeatFresh: null,
+  SnapshotChanged: null,
+  LivenessUnconfirmed: null
+})
 
 /**
  * `heartbeat`/`reconfirm` outcome counters.
@@ -142,7 +147,7 @@ export const steal = byOutcome(op("steal"), [
  * @since 0.1.0
  * @category metrics
  */
-export const heartbeat = byOutcome(heartbeats, ["Updated", "FenceLost", "NotFound"])
+export const heartbeat = byOutcome<model.HeartbeatOutcome>(heartbeats, { Updated: null, FenceLost: null, NotFound: null })
 
 /**
  * `transitionOwned` outcome counters (tag `to` at the update site).
@@ -150,4 +155,9 @@ export const heartbeat = byOutcome(heartbeats, ["Updated", "FenceLost", "NotFoun
  * @since 0.1.0
  * @category metrics
  */
-export const transition = byOutcome(transitions, ["Transitioned", "FenceLost", "NotFound", "GuardFailed"])
+export const transition = byOutcome<model.TransitionOutcome>(transitions, {
+  Transitioned: null,
+  FenceLost: null,
+  NotFound: null,
+  GuardFailed: null
+})

@@ -22,6 +22,9 @@ export interface AttemptValue extends AttemptIdValue {
   readonly meta: Json
 }
 
+/** An `AttemptValue` while its optional fields are set, before its `meta` (always last). */
+type Building = { -readonly [K in keyof Omit<AttemptValue, "meta">]: Omit<AttemptValue, "meta">[K] }
+
 export interface FinishValue extends AttemptIdValue {
   readonly state: string
   readonly finishedAtMs: number
@@ -122,15 +125,15 @@ export const attempt = (value: unknown, maxCheckpointBytes: number): Admitted<{
   if (isRefusal(outcome)) return outcome
   const meta = json("attempt.meta", raw.meta)
   if (isRefusal(meta)) return meta
-  const result: Record<string, unknown> = { ...id.value, state: state.value, startedAtMs: startedAtMs.value }
+  const result: Building = { ...id.value, state: state.value, startedAtMs: startedAtMs.value }
   if (finishedAtMs.value !== undefined) result.finishedAtMs = finishedAtMs.value
   if (heartbeatAtMs.value !== undefined) result.heartbeatAtMs = heartbeatAtMs.value
   if (checkpoint.value !== undefined) result.checkpoint = checkpoint.value.value
   if (error.value !== undefined) result.error = error.value.value
   if (outcome.value !== undefined) result.outcome = outcome.value.value
-  result.meta = meta.value.value
+  const attempt: AttemptValue = { ...result, meta: meta.value.value }
   return ok({
-    attempt: Boundary.deepFreeze(result) as unknown as AttemptValue,
+    attempt: Boundary.deepFreeze(attempt),
     columns: { checkpoint: checkpoint.value, error: error.value, outcome: outcome.value, meta: meta.value }
   })
 }
@@ -203,7 +206,7 @@ export const decodeRow = (raw: Record<string, unknown>): AttemptValue | undefine
   const attemptNo = integer(raw.attempt)
   const startedAtMs = integer(raw.started_at_ms)
   if (attemptNo === undefined || startedAtMs === undefined) return undefined
-  const result: Record<string, unknown> = { runId, stepKeyDigest: digest, attempt: attemptNo, state, startedAtMs }
+  const result: Building = { runId, stepKeyDigest: digest, attempt: attemptNo, state, startedAtMs }
   for (const [column, key] of [["finished_at_ms", "finishedAtMs"], ["heartbeat_at_ms", "heartbeatAtMs"]] as const) {
     if (raw[column] === null) continue
     const n = integer(raw[column])
@@ -217,9 +220,9 @@ export const decodeRow = (raw: Record<string, unknown>): AttemptValue | undefine
   }
   if (raw.meta_json === null) return undefined
   const meta = parseColumn(raw.meta_json)
-  if (!meta.ok) return undefined
-  result.meta = meta.value
-  return Boundary.deepFreeze(result) as unknown as AttemptValue
+  if (!meta.ok || meta.value === undefined) return undefined
+  const attempt: AttemptValue = { ...result, meta: meta.value }
+  return Boundary.deepFreeze(attempt)
 }
 
 /** JSON equality ignoring object key order (array order matters). */

@@ -6,7 +6,7 @@
 import type * as Consensus from "@baton/journal/Consensus"
 import type * as OwnerId from "@baton/journal/OwnerId"
 import type { Effect } from "effect"
-import { Schema } from "effect"
+import { Data, Schema } from "effect"
 
 export const RunStatus = Schema.Literal("pending", "running", "suspended", "completed", "failed", "cancelled")
 export type RunStatus = Schema.Schema.Type<typeof RunStatus>
@@ -74,27 +74,40 @@ export const TransitionGuard = Schema.Struct({
 })
 export type TransitionGuard = { readonly cancelRequested?: "absent" | "present" }
 
-type T<Tag extends string> = { readonly _tag: Tag }
+/*
+ * Outcomes: each union is a `Data.TaggedEnum` with its constructors, `$is` and `$match`
+ * (`Data.taggedEnum`), so an operation builds its answer with a checked constructor. A
+ * value is a `Data` struct: structurally equal to another with the same tag and fields.
+ */
 
-export type RequestCancelOutcome =
-  | { readonly _tag: "CancelRequested"; readonly requestedAtMs: number }
-  | { readonly _tag: "AlreadyRequested"; readonly requestedAtMs: number }
-  | T<"NotFound">
-  | { readonly _tag: "Terminal"; readonly status: TerminalRunStatus }
-export type ClaimOutcome =
-  | { readonly _tag: "Claimed"; readonly claimedAtMs: number }
-  | T<"NotFound">
-  | T<"AlreadyClaimed">
-  | T<"HeartbeatFresh">
-  | T<"SnapshotChanged">
-export type StealOutcome = ClaimOutcome | T<"LivenessUnconfirmed">
-export type ClaimAndOwnOutcome =
-  | T<"Activated">
-  | T<"NotFound">
-  | T<"AlreadyClaimed">
-  | T<"HeartbeatFresh">
-  | T<"SnapshotChanged">
-  | T<"EvidenceRequired">
+/** Cases without fields, one per tag. */
+type Bare<Tags extends string> = { readonly [Tag in Tags]: {} }
+
+export type RequestCancelOutcome = Data.TaggedEnum<
+  & {
+    readonly CancelRequested: { readonly requestedAtMs: number }
+    readonly AlreadyRequested: { readonly requestedAtMs: number }
+    readonly Terminal: { readonly status: TerminalRunStatus }
+  }
+  & Bare<"NotFound">
+>
+export const RequestCancelOutcome = Data.taggedEnum<RequestCancelOutcome>()
+
+/** The loss classification shared by the claim family. */
+type ClaimLossCases = Bare<"NotFound" | "AlreadyClaimed" | "HeartbeatFresh" | "SnapshotChanged">
+export type ClaimLoss = Data.TaggedEnum<ClaimLossCases>
+export const ClaimLoss = Data.taggedEnum<ClaimLoss>()
+
+type ClaimCases = ClaimLossCases & { readonly Claimed: { readonly claimedAtMs: number } }
+export type ClaimOutcome = Data.TaggedEnum<ClaimCases>
+export const ClaimOutcome = Data.taggedEnum<ClaimOutcome>()
+
+export type StealOutcome = Data.TaggedEnum<ClaimCases & Bare<"LivenessUnconfirmed">>
+export const StealOutcome = Data.taggedEnum<StealOutcome>()
+
+export type ClaimAndOwnOutcome = Data.TaggedEnum<ClaimLossCases & Bare<"Activated" | "EvidenceRequired">>
+export const ClaimAndOwnOutcome = Data.taggedEnum<ClaimAndOwnOutcome>()
+
 /**
  * One run of `claimAndOwnMany`: a run without owner or claim, expected in `expectedStatus` with
  * `expectedState` as its `state_json` (the claim is a compare-and-swap on both), and its new state.
@@ -105,29 +118,34 @@ export interface ReleasedClaim {
   readonly expectedState: string
   readonly stateJson: string
 }
-export type ClaimAndOwnManyOutcome = T<"Activated"> | T<"Missed">
-export type ActivateOutcome = T<"Activated"> | T<"ClaimLost"> | T<"SnapshotChanged">
-export type AbandonClaimOutcome = T<"Abandoned"> | T<"ClaimLost">
-export type RecoverClaimOutcome =
-  | T<"Recovered">
-  | T<"NotFound">
-  | T<"ClaimFresh">
-  | T<"ClaimChanged">
-  | T<"LivenessUnconfirmed">
-export type HeartbeatOutcome =
-  | { readonly _tag: "Updated"; readonly heartbeatAtMs: number }
-  | T<"FenceLost">
-  | T<"NotFound">
+export type ClaimAndOwnManyOutcome = Data.TaggedEnum<Bare<"Activated" | "Missed">>
+export const ClaimAndOwnManyOutcome = Data.taggedEnum<ClaimAndOwnManyOutcome>()
+
+export type ActivateOutcome = Data.TaggedEnum<Bare<"Activated" | "ClaimLost" | "SnapshotChanged">>
+export const ActivateOutcome = Data.taggedEnum<ActivateOutcome>()
+
+export type AbandonClaimOutcome = Data.TaggedEnum<Bare<"Abandoned" | "ClaimLost">>
+export const AbandonClaimOutcome = Data.taggedEnum<AbandonClaimOutcome>()
+
+export type RecoverClaimOutcome = Data.TaggedEnum<
+  Bare<"Recovered" | "NotFound" | "ClaimFresh" | "ClaimChanged" | "LivenessUnconfirmed">
+>
+export const RecoverClaimOutcome = Data.taggedEnum<RecoverClaimOutcome>()
+
+export type HeartbeatOutcome = Data.TaggedEnum<
+  & { readonly Updated: { readonly heartbeatAtMs: number } }
+  & Bare<"FenceLost" | "NotFound">
+>
+export const HeartbeatOutcome = Data.taggedEnum<HeartbeatOutcome>()
+
 /** One lease a batched heartbeat renews: the run and the owner that holds it. */
 export interface RunLease {
   readonly runId: string
   readonly owner: OwnerIdType
 }
 
-export type TransitionOutcome = T<"Transitioned"> | T<"FenceLost"> | T<"NotFound"> | T<"GuardFailed">
-
-/** The loss classification shared by the claim family. */
-export type ClaimLoss = T<"NotFound"> | T<"AlreadyClaimed"> | T<"HeartbeatFresh"> | T<"SnapshotChanged">
+export type TransitionOutcome = Data.TaggedEnum<Bare<"Transitioned" | "FenceLost" | "NotFound" | "GuardFailed">>
+export const TransitionOutcome = Data.taggedEnum<TransitionOutcome>()
 
 export const OwnershipTransition = Schema.Literal("claimed", "activated", "released", "stolen", "expired")
 export type OwnershipTransition = Schema.Schema.Type<typeof OwnershipTransition>

@@ -7,7 +7,14 @@ import type * as SqlClient from "@effect/sql/SqlClient"
 import type { Fragment } from "@effect/sql/Statement"
 import * as Boundary from "./Boundary.js"
 import * as Errors from "./errors.js"
-import { isRunStatus, type OwnerIdType, type RunRow, type RunSnapshot, type RunStoreError } from "./model.js"
+import {
+  ClaimLoss,
+  isRunStatus,
+  type OwnerIdType,
+  type RunRow,
+  type RunSnapshot,
+  type RunStoreError
+} from "./model.js"
 
 /** A decoded row without its state (what write paths lock and decide from). */
 export type ControlRow = Omit<RunRow, "stateJson">
@@ -133,11 +140,11 @@ export const isStale = (stampMs: number | null, nowMs: number): boolean =>
   stampMs === null || stampMs < nowMs - staleAfterMs
 
 /** Claim-loss classification: a lost race is named from the row, as a value. */
-export const classify = (row: ControlRow | undefined, nowMs: number) => {
-  if (row === undefined) return { _tag: "NotFound" } as const
-  if (row.claim !== null) return { _tag: "AlreadyClaimed" } as const
-  if (row.status === "running" && !isStale(row.heartbeatAtMs, nowMs)) return { _tag: "HeartbeatFresh" } as const
-  return { _tag: "SnapshotChanged" } as const
+export const classify = (row: ControlRow | undefined, nowMs: number): ClaimLoss => {
+  if (row === undefined) return ClaimLoss.NotFound()
+  if (row.claim !== null) return ClaimLoss.AlreadyClaimed()
+  if (row.status === "running" && !isStale(row.heartbeatAtMs, nowMs)) return ClaimLoss.HeartbeatFresh()
+  return ClaimLoss.SnapshotChanged()
 }
 
 /** SQL predicate: the owner triple equals `owner`. */

@@ -4,7 +4,7 @@
  */
 import * as RunStore from "@baton/run-store/RunStore"
 import { expect, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Effect, Equal } from "effect"
 import { insertOwned, stamps } from "../support/bulk.js"
 import { heartbeatUpdates, sqlLog } from "../support/capture.js"
 import { A, B, C, type MakeStack, ownedRun } from "../support/stack.js"
@@ -43,6 +43,21 @@ export const heartbeatManySuite = (makeStack: MakeStack) => {
       })
       expect((yield* store.get("theirs")).heartbeatAtMs).toBe(0)
       expect((yield* store.get("done")).heartbeatAtMs).toBeNull()
+    })))
+
+  it.effect("a shared batched answer is a frozen HeartbeatOutcome that Equal.equals compares by value", () =>
+    run(Effect.gen(function*() {
+      const store = yield* ownedRun("a")
+      yield* ownedRun("b")
+      yield* ownedRun("theirs", B)
+      const won = yield* store.heartbeatLeases([{ runId: "a", owner: A }, { runId: "b", owner: A }], 1_000)
+      expect(won[0]).toBe(won[1])
+      expect(Object.isFrozen(won[0])).toBe(true)
+      expect(Equal.equals(won[0], RunStore.HeartbeatOutcome.Updated({ heartbeatAtMs: 1_000 }))).toBe(true)
+      const lost = yield* store.heartbeatLeases([{ runId: "theirs", owner: A }, { runId: "gone", owner: A }], 2_000)
+      expect(lost.map(Object.isFrozen)).toEqual([true, true])
+      expect(Equal.equals(lost[0], RunStore.HeartbeatOutcome.FenceLost())).toBe(true)
+      expect(Equal.equals(lost[1], RunStore.HeartbeatOutcome.NotFound())).toBe(true)
     })))
 
   it.effect("a batch that renews every run is one statement; only a losing batch reads again, once", () =>

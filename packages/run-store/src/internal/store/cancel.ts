@@ -10,7 +10,7 @@ import {
   isRunStatus,
   isTerminalRunStatus,
   type OwnerIdType,
-  type RequestCancelOutcome,
+  RequestCancelOutcome,
   type Service
 } from "../model.js"
 import { admit, operation, statement, type StoreContext, write } from "./context.js"
@@ -29,7 +29,7 @@ export const make = (ctx: StoreContext): Pick<Service, "requestCancel" | "reques
   /** Folds members' states in round order into the miss outcome. */
   const classifyMiss = (method: string, runId: string, states: ReadonlyArray<CancelState>) =>
     Effect.gen(function*() {
-      let outcome: RequestCancelOutcome = { _tag: "NotFound" }
+      let outcome: RequestCancelOutcome = RequestCancelOutcome.NotFound()
       for (const state of states) {
         if (!isRunStatus(state.status)) {
           return yield* Effect.fail(Errors.decodeFailed(method, "a stored run status does not decode", {
@@ -38,9 +38,9 @@ export const make = (ctx: StoreContext): Pick<Service, "requestCancel" | "reques
           }))
         }
         if (isTerminalRunStatus(state.status)) {
-          if (outcome._tag !== "AlreadyRequested") outcome = { _tag: "Terminal", status: state.status }
+          if (outcome._tag !== "AlreadyRequested") outcome = RequestCancelOutcome.Terminal({ status: state.status })
         } else if (state.cancel_requested_at_ms !== null) {
-          outcome = { _tag: "AlreadyRequested", requestedAtMs: Number(state.cancel_requested_at_ms) }
+          outcome = RequestCancelOutcome.AlreadyRequested({ requestedAtMs: Number(state.cancel_requested_at_ms) })
         } else {
           return yield* Effect.fail(
             Errors.writeInvariant(method, runId, "a live run kept no cancellation request after the update")
@@ -67,7 +67,7 @@ export const make = (ctx: StoreContext): Pick<Service, "requestCancel" | "reques
             sql`UPDATE flows_runs SET cancel_requested_at_ms = ${now}
               WHERE run_id = ${id} AND cancel_requested_at_ms IS NULL AND ${live} RETURNING cancel_requested_at_ms`
           )
-          if (updated.length > 0) return { _tag: "CancelRequested", requestedAtMs: now } as RequestCancelOutcome
+          if (updated.length > 0) return RequestCancelOutcome.CancelRequested({ requestedAtMs: now })
           const states = yield* Effect.mapError(
             sql<CancelState>`SELECT status, cancel_requested_at_ms FROM flows_runs WHERE run_id = ${id}`,
             (error) => Errors.fromFailure("requestCancel", error)
@@ -82,7 +82,7 @@ export const make = (ctx: StoreContext): Pick<Service, "requestCancel" | "reques
             if (ctx.isPostgres) yield* sql`SELECT run_id FROM flows_runs WHERE run_id = ${id} FOR UPDATE`
             const updated = yield* sql`UPDATE flows_runs SET cancel_requested_at_ms = ${now}
               WHERE run_id = ${id} AND cancel_requested_at_ms IS NULL AND ${live} RETURNING cancel_requested_at_ms`
-            if (updated.length > 0) return { _tag: "CancelRequested", requestedAtMs: now } as RequestCancelOutcome
+            if (updated.length > 0) return RequestCancelOutcome.CancelRequested({ requestedAtMs: now })
             const states = yield* sql<CancelState>`SELECT status, cancel_requested_at_ms FROM flows_runs
               WHERE run_id = ${id}`
             return yield* classifyMiss("requestCancel", id, states)
@@ -117,7 +117,7 @@ export const make = (ctx: StoreContext): Pick<Service, "requestCancel" | "reques
             const updated = yield* sql`UPDATE flows_runs SET cancel_requested_at_ms = ${now}
               WHERE ${membership(sql, id)} AND cancel_requested_at_ms IS NULL AND ${live}
               RETURNING run_id`
-            if (updated.length > 0) return { _tag: "CancelRequested", requestedAtMs: now } as RequestCancelOutcome
+            if (updated.length > 0) return RequestCancelOutcome.CancelRequested({ requestedAtMs: now })
             const states = yield* sql<CancelState>`SELECT status, cancel_requested_at_ms FROM flows_runs
               WHERE ${membership(sql, id)} ORDER BY ${roundOrder(ctx)}`
             return yield* classifyMiss("requestCancelLineage", id, states)

@@ -18,7 +18,7 @@ import * as Admission from "../Admission.js"
 import * as Boundary from "../Boundary.js"
 import * as Companion from "../Companion.js"
 import * as Errors from "../errors.js"
-import type { ClaimAndOwnManyOutcome, OwnerIdType, ReleasedClaim, Service } from "../model.js"
+import { ClaimAndOwnManyOutcome, type OwnerIdType, type ReleasedClaim, type Service } from "../model.js"
 import * as ReferenceClock from "../ReferenceClock.js"
 import { admit, admitReading, operation, readingAdmitted, type StoreContext } from "./context.js"
 import * as Move from "./move.js"
@@ -26,8 +26,8 @@ import * as Move from "./move.js"
 /** Most runs one `claimAndOwnMany` takes: one statement's worth of parameters on either dialect. */
 export const maxClaims = 100
 
-const activated: ClaimAndOwnManyOutcome = { _tag: "Activated" }
-const missed: ClaimAndOwnManyOutcome = { _tag: "Missed" }
+const activated = ClaimAndOwnManyOutcome.Activated()
+const missed = ClaimAndOwnManyOutcome.Missed()
 
 /** The write key of a host's batch claims: batches of one host take turns; other hosts' do not wait. */
 export const keyOf = (owner: OwnerIdType): string => {

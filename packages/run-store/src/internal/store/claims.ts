@@ -12,15 +12,16 @@ import * as Admission from "../Admission.js"
 import * as Boundary from "../Boundary.js"
 import * as Companion from "../Companion.js"
 import * as Errors from "../errors.js"
-import type {
+import {
+  AbandonClaimOutcome,
   ActivateOutcome,
   ClaimAndOwnOutcome,
   ClaimOutcome,
-  LivenessEvidence,
-  OwnerIdType,
+  type LivenessEvidence,
+  type OwnerIdType,
   RecoverClaimOutcome,
-  RunSnapshot,
-  Service,
+  type RunSnapshot,
+  type Service,
   StealOutcome
 } from "../model.js"
 import * as Rows from "../rows.js"
@@ -75,7 +76,7 @@ export const make = (ctx: StoreContext): Pick<
             if (grant._tag === "Rejected") return Rows.classify(row, now)
             yield* setClaim(ctx, id, who, grant.grantedAtMs)
             yield* Companion.appendAll(id, [Companion.fact("claimed", who, grant.grantedAtMs)])
-            return { _tag: "Claimed", claimedAtMs: grant.grantedAtMs } as ClaimOutcome
+            return ClaimOutcome.Claimed({ claimedAtMs: grant.grantedAtMs })
           })
         )
       })
@@ -112,7 +113,7 @@ export const make = (ctx: StoreContext): Pick<
             const loss = Rows.classify(row, now)
             return Option.some(
               loss._tag === "SnapshotChanged" && row !== undefined && Rows.snapshotMatches(row, snapshot)
-                ? { _tag: "EvidenceRequired" }
+                ? ClaimAndOwnOutcome.EvidenceRequired()
                 : loss
             )
           })
@@ -135,7 +136,7 @@ export const make = (ctx: StoreContext): Pick<
               row === undefined || !(row.status === "pending" || row.status === "suspended" || row.status === "running") ||
               !Rows.snapshotMatches(row, snapshot) || row.claim !== null ||
               (row.status === "running" && !Rows.isStale(row.heartbeatAtMs, now))
-            ) return Rows.classify(row, now) as ClaimAndOwnOutcome
+            ) return Rows.classify(row, now)
             const facts: Array<Companion.Fact> = []
             let transition: "claimed" | "stolen" = "claimed"
             let grant: Consensus.ClaimOutcome
@@ -152,13 +153,13 @@ export const make = (ctx: StoreContext): Pick<
             }
             if (grant._tag === "Rejected") {
               yield* Companion.appendAll(id, facts)
-              return Rows.classify(row, now) as ClaimAndOwnOutcome
+              return Rows.classify(row, now)
             }
             const activation = yield* ctx.consensus.activate(id, who, grant.grantedAtMs, now)
             if (activation._tag === "Lost") {
               yield* ctx.consensus.release(id, who)
               yield* Companion.appendAll(id, facts)
-              return Rows.classify(row, now) as ClaimAndOwnOutcome
+              return Rows.classify(row, now)
             }
             yield* installOwner(ctx, id, who, now, grant.grantedAtMs)
             facts.push(
@@ -166,7 +167,7 @@ export const make = (ctx: StoreContext): Pick<
               Companion.fact("activated", who, grant.grantedAtMs)
             )
             yield* Companion.appendAll(id, facts)
-            return { _tag: "Activated" } as ClaimAndOwnOutcome
+            return ClaimAndOwnOutcome.Activated()
           })
         )
       })
@@ -201,21 +202,21 @@ export const make = (ctx: StoreContext): Pick<
           (locked) =>
             Effect.gen(function*() {
             const row = yield* locked
-            if (row === undefined || !Rows.claimMatches(row, who, token)) return { _tag: "ClaimLost" } as ActivateOutcome
+            if (row === undefined || !Rows.claimMatches(row, who, token)) return ActivateOutcome.ClaimLost()
             if (!Rows.snapshotMatches(row, snapshot)) {
               yield* ctx.consensus.release(id, who)
               yield* clearClaim(ctx, id, who, token)
               yield* Companion.appendAll(id, [Companion.fact("released", who, token)])
-              return { _tag: "SnapshotChanged" } as ActivateOutcome
+              return ActivateOutcome.SnapshotChanged()
             }
             const activation = yield* ctx.consensus.activate(id, who, token, activatedAtMs)
             if (activation._tag === "Lost") {
               yield* clearClaim(ctx, id, who, token)
-              return { _tag: "ClaimLost" } as ActivateOutcome
+              return ActivateOutcome.ClaimLost()
             }
             yield* installOwner(ctx, id, who, activatedAtMs, token)
             yield* Companion.appendAll(id, [Companion.fact("activated", who, token)])
-            return { _tag: "Activated" } as ActivateOutcome
+            return ActivateOutcome.Activated()
           })
         )
       })
@@ -238,10 +239,10 @@ export const make = (ctx: StoreContext): Pick<
           Effect.gen(function*() {
             if (ctx.isPostgres) yield* lockRow(ctx, "abandonClaim", id)
             const cleared = yield* clearClaim(ctx, id, who, token)
-            if (cleared.length === 0) return { _tag: "ClaimLost" } as const
+            if (cleared.length === 0) return AbandonClaimOutcome.ClaimLost()
             yield* ctx.consensus.release(id, who)
             yield* Companion.appendAll(id, [Companion.fact("released", who, token)])
-            return { _tag: "Abandoned" } as const
+            return AbandonClaimOutcome.Abandoned()
           })
         )
       })
@@ -271,7 +272,7 @@ export const make = (ctx: StoreContext): Pick<
         const preCheck = Effect.succeed(
           Consensus.matchesEvidence(stale, who, now, proof)
             ? Option.none()
-            : Option.some<RecoverClaimOutcome>({ _tag: "LivenessUnconfirmed" })
+            : Option.some<RecoverClaimOutcome>(RecoverClaimOutcome.LivenessUnconfirmed())
         )
         if (ctx.rowLeases) {
           const early = yield* preCheck
@@ -285,14 +286,14 @@ export const make = (ctx: StoreContext): Pick<
           (locked) =>
             Effect.gen(function*() {
             const row = yield* locked
-            if (row === undefined) return { _tag: "NotFound" } as RecoverClaimOutcome
-            if (!Rows.claimMatches(row, stale, token)) return { _tag: "ClaimChanged" } as RecoverClaimOutcome
-            if (!Rows.isStale(token, now)) return { _tag: "ClaimFresh" } as RecoverClaimOutcome
+            if (row === undefined) return RecoverClaimOutcome.NotFound()
+            if (!Rows.claimMatches(row, stale, token)) return RecoverClaimOutcome.ClaimChanged()
+            if (!Rows.isStale(token, now)) return RecoverClaimOutcome.ClaimFresh()
             const recovered = yield* ctx.consensus.recover(id, stale, token, who, now, proof)
-            if (recovered._tag === "Rejected") return { _tag: "ClaimChanged" } as RecoverClaimOutcome
+            if (recovered._tag === "Rejected") return RecoverClaimOutcome.ClaimChanged()
             yield* clearClaim(ctx, id, stale, token)
             yield* Companion.appendAll(id, [Companion.fact("expired", stale, token)])
-            return { _tag: "Recovered" } as RecoverClaimOutcome
+            return RecoverClaimOutcome.Recovered()
           })
         )
       })
@@ -322,7 +323,7 @@ export const make = (ctx: StoreContext): Pick<
         const matched = snapshot.status === "running" && snapshot.owner !== null &&
           !Consensus.sameOwner(snapshot.owner, who) && Consensus.matchesEvidence(snapshot.owner, who, now, proof)
         const preCheck = Effect.succeed(
-          matched ? Option.none() : Option.some<StealOutcome>({ _tag: "LivenessUnconfirmed" })
+          matched ? Option.none() : Option.some<StealOutcome>(StealOutcome.LivenessUnconfirmed())
         )
         if (ctx.rowLeases) {
           const early = yield* preCheck
@@ -330,7 +331,7 @@ export const make = (ctx: StoreContext): Pick<
           // The strategy's own check of the evidence: a refusal writes nothing and is named from the row.
           if (!Consensus.stealEvidenceValid(who, now, proof)) {
             const row = yield* Effect.mapError(readRow(ctx, "steal", id), (error) => Errors.fromFailure("steal", error))
-            return Rows.classify(row, now) as StealOutcome
+            return Rows.classify(row, now)
           }
           return yield* RowMoves.steal(ctx, check, snapshot, who)
         }
@@ -344,12 +345,12 @@ export const make = (ctx: StoreContext): Pick<
             if (
               row === undefined || !Rows.snapshotMatches(row, snapshot) || row.claim !== null ||
               row.heartbeatAtMs === null || !Rows.isStale(row.heartbeatAtMs, now)
-            ) return Rows.classify(row, now) as StealOutcome
+            ) return Rows.classify(row, now)
             const grant = yield* ctx.consensus.steal(id, who, now, proof)
-            if (grant._tag === "Rejected") return Rows.classify(row, now) as StealOutcome
+            if (grant._tag === "Rejected") return Rows.classify(row, now)
             yield* setClaim(ctx, id, who, grant.grantedAtMs)
             yield* Companion.appendAll(id, [Companion.fact("stolen", who, grant.grantedAtMs)])
-            return { _tag: "Claimed", claimedAtMs: grant.grantedAtMs } as StealOutcome
+            return StealOutcome.Claimed({ claimedAtMs: grant.grantedAtMs })
           })
         )
       })

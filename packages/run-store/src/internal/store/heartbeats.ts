@@ -3,12 +3,12 @@
  * at most 1,000 runs, its outcome read from what that statement reports.
  */
 import * as DurableWriter from "@baton/database/DurableWriter"
-import { Effect, Metric } from "effect"
+import { Effect, Hash, Metric } from "effect"
 import * as RunStoreMetrics from "../../RunStoreMetrics.js"
 import * as Admission from "../Admission.js"
 import * as Boundary from "../Boundary.js"
 import * as Errors from "../errors.js"
-import type { HeartbeatOutcome, OwnerIdType, RunLease, RunStoreError, Service } from "../model.js"
+import { HeartbeatOutcome, type OwnerIdType, type RunLease, type RunStoreError, type Service } from "../model.js"
 import * as ReferenceClock from "../ReferenceClock.js"
 import { admit, operation, readingAdmitted, statement, type StoreContext, write } from "./context.js"
 
@@ -18,8 +18,18 @@ export const chunkSize = 1_000
 /** A lease the clock alone kept from renewing is tried again this many times, no more. */
 const maxReplays = 3
 
-const fenceLost: HeartbeatOutcome = Object.freeze({ _tag: "FenceLost" })
-const notFound: HeartbeatOutcome = Object.freeze({ _tag: "NotFound" })
+/**
+ * One outcome shared by many answers, frozen. Its hash is cached first: a `Data` value caches its
+ * hash on itself when first hashed (by `Equal.equals`, for one), which a frozen value could not.
+ */
+const shared = <A extends HeartbeatOutcome>(outcome: A): A => {
+  Hash.hash(outcome)
+  Object.freeze(outcome)
+  return outcome
+}
+
+const fenceLost = shared(HeartbeatOutcome.FenceLost())
+const notFound = shared(HeartbeatOutcome.NotFound())
 
 type Method = "heartbeatMany" | "heartbeatLeases"
 
@@ -64,7 +74,7 @@ export const make = (
       const row = byId.get(lease.runId)
       if (row === undefined) answers[i] = notFound
       else if (!holds(row, lease.owner)) answers[i] = fenceLost
-      else if (Number(row.heartbeat_at_ms) >= now) answers[i] = { _tag: "Updated", heartbeatAtMs: Number(row.heartbeat_at_ms) }
+      else if (Number(row.heartbeat_at_ms) >= now) answers[i] = HeartbeatOutcome.Updated({ heartbeatAtMs: Number(row.heartbeat_at_ms) })
       else replay.push(i)
     }
   }
@@ -168,7 +178,7 @@ export const make = (
 
   /** Every lease of the chunk renewed to the reading: one shared answer. */
   const renewedAll = (chunk: ReadonlyArray<RunLease>, now: number): ReadonlyArray<HeartbeatOutcome> => {
-    const renewed: HeartbeatOutcome = Object.freeze({ _tag: "Updated", heartbeatAtMs: now })
+    const renewed = shared(HeartbeatOutcome.Updated({ heartbeatAtMs: now }))
     return chunk.map(() => renewed)
   }
 

@@ -11,14 +11,14 @@ import * as Admission from "../Admission.js"
 import * as Boundary from "../Boundary.js"
 import * as Companion from "../Companion.js"
 import {
-  type HeartbeatOutcome,
+  HeartbeatOutcome,
   isTerminalRunStatus,
   type OwnerIdType,
   type RunStatus,
   type RunStoreError,
   type Service,
   type TransitionGuard,
-  type TransitionOutcome
+  TransitionOutcome
 } from "../model.js"
 import * as Rows from "../rows.js"
 import {
@@ -64,14 +64,14 @@ export const make = (ctx: StoreContext): Pick<Service, "heartbeat" | "reconfirm"
           RETURNING heartbeat_at_ms`
       )
       const first = stored[0]
-      if (first !== undefined) return { _tag: "Updated", heartbeatAtMs: Number(first.heartbeat_at_ms) } as HeartbeatOutcome
+      if (first !== undefined) return HeartbeatOutcome.Updated({ heartbeatAtMs: Number(first.heartbeat_at_ms) })
       const { clockMs, row } = yield* readRowWithClock(ctx, method, id)
       yield* ctx.clock.checkAgainst(check, clockMs)
-      if (row === undefined) return { _tag: "NotFound" } as HeartbeatOutcome
+      if (row === undefined) return HeartbeatOutcome.NotFound()
       if (Rows.ownedBy(row, who) && (method === "heartbeat" || row.claim === null)) {
         return yield* renewInOneStatement(method, id, who, now, check)
       }
-      return { _tag: "FenceLost" } as HeartbeatOutcome
+      return HeartbeatOutcome.FenceLost()
     })
 
   const renew = (method: "heartbeat" | "reconfirm") => (runId: string, owner: OwnerIdType, nowMs: number) =>
@@ -96,9 +96,9 @@ export const make = (ctx: StoreContext): Pick<Service, "heartbeat" | "reconfirm"
             const row = ctx.isPostgres ? yield* locked : undefined
             const lost = Effect.map(
               ctx.isPostgres ? Effect.succeed(row !== undefined) : exists(ctx, id),
-              (present): HeartbeatOutcome => present ? { _tag: "FenceLost" } : { _tag: "NotFound" }
+              (present): HeartbeatOutcome => present ? HeartbeatOutcome.FenceLost() : HeartbeatOutcome.NotFound()
             )
-            if (ctx.isPostgres && row === undefined) return { _tag: "NotFound" } as HeartbeatOutcome
+            if (ctx.isPostgres && row === undefined) return HeartbeatOutcome.NotFound()
             const renewed = yield* (method === "heartbeat"
               ? ctx.consensus.heartbeat(id, who, now)
               : ctx.consensus.reconfirm(id, who, now))
@@ -111,7 +111,7 @@ export const make = (ctx: StoreContext): Pick<Service, "heartbeat" | "reconfirm"
               RETURNING heartbeat_at_ms`
             const first = stored[0]
             if (first === undefined) return yield* lost
-            return { _tag: "Updated", heartbeatAtMs: Number(first.heartbeat_at_ms) } as HeartbeatOutcome
+            return HeartbeatOutcome.Updated({ heartbeatAtMs: Number(first.heartbeat_at_ms) })
           })
         )
       })
@@ -145,7 +145,7 @@ export const make = (ctx: StoreContext): Pick<Service, "heartbeat" | "reconfirm"
           id,
           Effect.gen(function*() {
             const row = yield* lockRow(ctx, "transitionOwned", id)
-            if (row === undefined) return { _tag: "NotFound" } as TransitionOutcome
+            if (row === undefined) return TransitionOutcome.NotFound()
             const held = yield* ctx.consensus.guard(id, who).pipe(
               Effect.as(true),
               Effect.catchIf(
@@ -153,16 +153,16 @@ export const make = (ctx: StoreContext): Pick<Service, "heartbeat" | "reconfirm"
                 () => Effect.succeed(false)
               )
             )
-            if (!held || !Rows.ownedBy(row, who)) return { _tag: "FenceLost" } as TransitionOutcome
+            if (!held || !Rows.ownedBy(row, who)) return TransitionOutcome.FenceLost()
             const requested = row.cancelRequestedAtMs !== null
             if (
               (predicate?.cancelRequested === "absent" && requested) ||
               (predicate?.cancelRequested === "present" && !requested)
-            ) return { _tag: "GuardFailed" } as TransitionOutcome
+            ) return TransitionOutcome.GuardFailed()
             if (target === "running") {
               yield* ctx.sql`UPDATE flows_runs SET status = 'running', finished_at_ms = NULL,
                 state_json = COALESCE(${state}, state_json) WHERE run_id = ${id}`
-              return { _tag: "Transitioned" } as TransitionOutcome
+              return TransitionOutcome.Transitioned()
             }
             const terminal = isTerminalRunStatus(target)
             yield* ctx.consensus.release(id, who)
@@ -180,7 +180,7 @@ export const make = (ctx: StoreContext): Pick<Service, "heartbeat" | "reconfirm"
             facts.push(Companion.fact("released", who, null))
             yield* Companion.appendAll(id, facts)
             if (terminal) yield* DurableWriter.afterCommit(Metric.increment(RunStoreMetrics.runThroughput))
-            return { _tag: "Transitioned" } as TransitionOutcome
+            return TransitionOutcome.Transitioned()
           })
         )
       })

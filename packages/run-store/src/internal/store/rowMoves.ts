@@ -10,19 +10,20 @@ import { Effect, Metric } from "effect"
 import * as RunStoreMetrics from "../../RunStoreMetrics.js"
 import * as Companion from "../Companion.js"
 import {
-  type ActivateOutcome,
-  type ClaimAndOwnOutcome,
-  type ClaimOutcome,
+  AbandonClaimOutcome,
+  ActivateOutcome,
+  ClaimAndOwnOutcome,
+  ClaimOutcome,
   isTerminalRunStatus,
   type LivenessEvidence,
   type OwnerIdType,
-  type RecoverClaimOutcome,
+  RecoverClaimOutcome,
   type RunSnapshot,
   type RunStatus,
   type RunStoreError,
   type StealOutcome,
   type TransitionGuard,
-  type TransitionOutcome
+  TransitionOutcome
 } from "../model.js"
 import type * as ReferenceClock from "../ReferenceClock.js"
 import * as Rows from "../rows.js"
@@ -58,7 +59,7 @@ const claimMove = (
       rule,
       facts: [Companion.fact(method === "claim" ? "claimed" : "stolen", who, now)]
     }),
-    (result) => result._tag === "Moved" ? { _tag: "Claimed", claimedAtMs: now } as const : Rows.classify(result.row, now)
+    (result) => result._tag === "Moved" ? ClaimOutcome.Claimed({ claimedAtMs: now }) : Rows.classify(result.row, now)
   )
 }
 
@@ -107,7 +108,7 @@ export const claimAndOwn = (
       rule: refused ? ctx.sql`1 = 0` : rule,
       facts
     }),
-    (result): ClaimAndOwnOutcome => result._tag === "Moved" ? { _tag: "Activated" } : Rows.classify(result.row, now)
+    (result) => result._tag === "Moved" ? ClaimAndOwnOutcome.Activated() : Rows.classify(result.row, now)
   )
 }
 
@@ -128,10 +129,10 @@ export const activate = (
       rule: ctx.sql`${claimIs(ctx, who, token)} AND ${Move.snapshotIs(ctx, snapshot)}`,
       facts: [Companion.fact("activated", who, token)]
     })
-    if (result._tag === "Moved") return { _tag: "Activated" } as ActivateOutcome
-    if (result.row === undefined || !Rows.claimMatches(result.row, who, token)) return { _tag: "ClaimLost" } as ActivateOutcome
+    if (result._tag === "Moved") return ActivateOutcome.Activated()
+    if (result.row === undefined || !Rows.claimMatches(result.row, who, token)) return ActivateOutcome.ClaimLost()
     const released = yield* releaseClaim(ctx, "activate", check.runId, who, token)
-    return (released ? { _tag: "SnapshotChanged" } : { _tag: "ClaimLost" }) as ActivateOutcome
+    return released ? ActivateOutcome.SnapshotChanged() : ActivateOutcome.ClaimLost()
   })
 
 const releaseClaim = (ctx: StoreContext, method: string, runId: string, who: OwnerIdType, token: number) =>
@@ -146,10 +147,15 @@ const releaseClaim = (ctx: StoreContext, method: string, runId: string, who: Own
     (result) => result._tag === "Moved"
   )
 
-export const abandonClaim = (ctx: StoreContext, runId: string, who: OwnerIdType, token: number) =>
+export const abandonClaim = (
+  ctx: StoreContext,
+  runId: string,
+  who: OwnerIdType,
+  token: number
+): Effect.Effect<AbandonClaimOutcome, RunStoreError> =>
   Effect.map(
     releaseClaim(ctx, "abandonClaim", runId, who, token),
-    (released) => released ? { _tag: "Abandoned" } as const : { _tag: "ClaimLost" } as const
+    (released) => released ? AbandonClaimOutcome.Abandoned() : AbandonClaimOutcome.ClaimLost()
   )
 
 export const recoverClaim = (
@@ -167,11 +173,11 @@ export const recoverClaim = (
       rule: ctx.sql`${claimIs(ctx, stale, token)} AND ${Move.staleAt(ctx, "claimed_at_ms", check.nowMs)}`,
       facts: [Companion.fact("expired", stale, token)]
     }),
-    (result): RecoverClaimOutcome => {
-      if (result._tag === "Moved") return { _tag: "Recovered" }
-      if (result.row === undefined) return { _tag: "NotFound" }
-      if (!Rows.claimMatches(result.row, stale, token)) return { _tag: "ClaimChanged" }
-      return { _tag: "ClaimFresh" }
+    (result) => {
+      if (result._tag === "Moved") return RecoverClaimOutcome.Recovered()
+      if (result.row === undefined) return RecoverClaimOutcome.NotFound()
+      if (!Rows.claimMatches(result.row, stale, token)) return RecoverClaimOutcome.ClaimChanged()
+      return RecoverClaimOutcome.ClaimFresh()
     }
   )
 
@@ -240,16 +246,16 @@ export const transitionOwned = (
     }
     if (result._tag === "Moved") {
       if (terminal) yield* whenCommitted(Metric.increment(RunStoreMetrics.runThroughput))
-      return { _tag: "Transitioned" } as TransitionOutcome
+      return TransitionOutcome.Transitioned()
     }
     const row = result.row
-    if (row === undefined) return { _tag: "NotFound" } as TransitionOutcome
-    if (!Rows.ownedBy(row, who)) return { _tag: "FenceLost" } as TransitionOutcome
+    if (row === undefined) return TransitionOutcome.NotFound()
+    if (!Rows.ownedBy(row, who)) return TransitionOutcome.FenceLost()
     const requested = row.cancelRequestedAtMs !== null
     if (
       (predicate?.cancelRequested === "absent" && requested) ||
       (predicate?.cancelRequested === "present" && !requested)
-    ) return { _tag: "GuardFailed" } as TransitionOutcome
+    ) return TransitionOutcome.GuardFailed()
     // Owned, guard holding, yet missed: the pending claim changed between the two moves; try again.
     return yield* transitionOwned(ctx, runId, who, target, state, predicate, transitionedAtMs)
   })
