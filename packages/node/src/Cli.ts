@@ -454,7 +454,11 @@ const queueSwitchCommand = (action: "pause" | "resume", description: string) =>
     verb(o, "write", (ctx) => Verbs.queueSwitch(ctx, action, o.queue), { check: () => Parse.queue(o.queue) }))
     .pipe(Command.withDescription(description))
 
-const queueCommand = Command.make("queue").pipe(
+// Bare `baton queue` names its own subcommands (the parser alone would list the top-level verbs).
+const queueCommand = Command.make("queue", {}, () =>
+  Console.error("baton: queue needs a subcommand: pause <queue>, resume <queue> or stats").pipe(
+    Effect.zipRight(Effect.fail(new CliExit({ code: 2 })))
+  )).pipe(
   Command.withDescription("pause, resume and inspect queues"),
   Command.withSubcommands([
     queueSwitchCommand("pause", "stop hosts claiming a queue's runs; running runs go on"),

@@ -87,6 +87,10 @@ describe("baton queue", () => {
       expect(bad.stderr).toContain("queue must be")
     }
     expect(await queueRows(db)).toEqual([])
+    // A bare `baton queue` names its subcommands.
+    const bare = await baton("queue")
+    expect(bare.code).toBe(2)
+    expect(bare.stderr).toContain("baton: queue needs a subcommand: pause <queue>, resume <queue> or stats")
     const missing = path.join(tempDir(), "nothing.db")
     expect((await baton("queue", "pause", "mail", "--db", missing)).code).toBe(5)
     expect((await baton("queue", "stats", "--db", missing)).code).toBe(5)
